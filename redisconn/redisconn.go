@@ -1,0 +1,120 @@
+// Package redisconn builds the go-redis client that a config's redis
+// section describes: a single server, a cluster, or a master found through
+// Sentinel, with optional TLS and ACL credentials.
+package redisconn
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/config"
+)
+
+// New returns a client for r. It does not connect: an unreachable Redis is
+// the sweeper's to report, not a reason to refuse to start.
+func New(r *config.Redis) (redis.UniversalClient, error) {
+	password, err := r.Password()
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := TLSConfig(r)
+	if err != nil {
+		return nil, err
+	}
+	dial := r.DialTimeout
+	if dial <= 0 {
+		dial = 5 * time.Second
+	}
+	replica := r.ReadFrom == config.ReadFromReplica
+	switch r.Mode {
+	case config.ModeCluster:
+		addrs := r.Addrs
+		if len(addrs) == 0 && r.Addr != "" {
+			addrs = []string{r.Addr}
+		}
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: hostPorts(addrs), Username: r.Username, Password: password, TLSConfig: tlsCfg,
+			DialTimeout: dial, ReadOnly: replica, ContextTimeoutEnabled: true, DisableIdentity: true,
+			ReadTimeout: 10 * time.Second,
+		}), nil
+	case config.ModeSentinel:
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: r.MasterName, SentinelAddrs: hostPorts(r.Addrs),
+			Username: r.Username, Password: password, DB: r.DB, TLSConfig: tlsCfg,
+			DialTimeout: dial, ReplicaOnly: replica, ContextTimeoutEnabled: true, DisableIdentity: true,
+			ReadTimeout: 10 * time.Second,
+		}), nil
+	}
+	opt := &redis.Options{Addr: r.Addr}
+	if strings.Contains(r.Addr, "://") {
+		u, err := redis.ParseURL(r.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("redis.addr: %w", err)
+		}
+		opt = u
+		if opt.TLSConfig != nil && tlsCfg == nil {
+			tlsCfg = opt.TLSConfig
+		}
+	}
+	if r.Username != "" {
+		opt.Username = r.Username
+	}
+	if password != "" {
+		opt.Password = password
+	}
+	if r.DB != 0 {
+		opt.DB = r.DB
+	}
+	opt.TLSConfig = tlsCfg
+	opt.DialTimeout = dial
+	opt.ContextTimeoutEnabled = true
+	opt.DisableIdentity = true
+	opt.ReadTimeout = 10 * time.Second
+	return redis.NewClient(opt), nil
+}
+
+func hostPorts(addrs []string) []string {
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		out = append(out, strings.TrimPrefix(strings.TrimPrefix(a, "redis://"), "rediss://"))
+	}
+	return out
+}
+
+// TLSConfig builds the TLS settings from the tls block; nil when TLS is off.
+// A rediss:// address turns TLS on with the system roots.
+func TLSConfig(r *config.Redis) (*tls.Config, error) {
+	t := r.TLS
+	if t == nil {
+		if strings.HasPrefix(r.Addr, "rediss://") {
+			return &tls.Config{MinVersion: tls.VersionTLS12}, nil
+		}
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("redis.tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("redis.tls.ca_file: no PEM certificate in %s", t.CAFile)
+		}
+		c.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("redis.tls.cert_file/key_file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}

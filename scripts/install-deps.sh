@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the real servers the tests start: redis-server (with redis-cli and
+# redis-benchmark), redis-sentinel, prometheus (for promtool) and
+# alertmanager. Runs apt-get once, as root, only when something is missing.
+set -euo pipefail
+
+need=()
+command -v redis-server    >/dev/null || need+=(redis-server)
+command -v redis-cli       >/dev/null || need+=(redis-tools)
+command -v redis-sentinel  >/dev/null || need+=(redis-sentinel)
+command -v promtool        >/dev/null || need+=(prometheus)
+command -v prometheus      >/dev/null || need+=(prometheus)
+if ! command -v alertmanager >/dev/null && ! command -v prometheus-alertmanager >/dev/null; then
+	need+=(prometheus-alertmanager)
+fi
+command -v amtool          >/dev/null || need+=(prometheus-alertmanager)
+
+if [ ${#need[@]} -eq 0 ]; then
+	exit 0
+fi
+# De-duplicate.
+mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
+if [ "$(id -u)" != 0 ]; then
+	echo "missing: ${need[*]}; install them as root: apt-get install -y ${need[*]}" >&2
+	exit 1
+fi
+echo "installing: ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Debian starts services from postinst where it can; the tests start their
+# own on free ports, so stop any that came up.
+for s in redis-server redis-sentinel prometheus prometheus-alertmanager prometheus-node-exporter; do
+	service "$s" stop >/dev/null 2>&1 || true
+done
