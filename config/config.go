@@ -6,7 +6,12 @@
 package config
 
 import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -105,17 +110,109 @@ type Family struct {
 	UserRegexp *regexp.Regexp `yaml:"-"`
 }
 
-// Load reads, decodes, defaults and validates the file at path.
-func Load(path string) (*Config, error) { panic("TODO") }
+// PasswordEnv is the environment variable that holds the Redis password.
+// It wins over redis.password_file.
+const PasswordEnv = "REDIS_PASSWORD"
 
-// Parse decodes, defaults and validates YAML bytes.
-func Parse(b []byte) (*Config, error) { panic("TODO") }
+// maxPasswordFileSize bounds what Password reads.
+const maxPasswordFileSize = 64 << 10
+
+// Load reads, decodes, defaults and validates the file at path.
+//
+// Relative file names in it (redis.password_file, redis.tls.*_file) are
+// taken relative to the directory of path, and are absolute in the result.
+// Errors other than the file's own read error do not name path: the caller
+// does.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parse(b, filepath.Dir(path))
+}
+
+// Parse decodes, defaults and validates YAML bytes. Relative file names
+// are left as they are (relative to the working directory).
+func Parse(b []byte) (*Config, error) { return parse(b, "") }
+
+func parse(b []byte, dir string) (*Config, error) {
+	doc, err := decodeYAML(b)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{}
+	p, err := decode(doc, c)
+	if err != nil {
+		return nil, err
+	}
+	applyDefaults(c, p)
+	var written *TLS
+	if c.Redis.TLS != nil {
+		t := *c.Redis.TLS
+		written = &t
+	}
+	if dir != "" {
+		resolvePaths(c, dir)
+	}
+	res, err := validate(c, p, written)
+	if err != nil {
+		return nil, err
+	}
+	for i, re := range res {
+		c.Families[i].UserRegexp = re
+	}
+	return c, nil
+}
 
 // UserOf returns the user a key belongs to, or false when the key does not
 // yield one (the sweeper counts it as skipped, reason bad_user).
-func (f *Family) UserOf(key string) (string, bool) { panic("TODO") }
+//
+// The user is the first capture group of UserRegexp; an empty capture is no
+// user. A Family built in code without UserRegexp gets it derived on each
+// call (slow; Parse fills it in).
+func (f *Family) UserOf(key string) (string, bool) {
+	re := f.UserRegexp
+	if re == nil {
+		var err error
+		if re, err = compileUser(f); err != nil {
+			return "", false
+		}
+	}
+	m := re.FindStringSubmatch(key)
+	if len(m) < 2 || m[1] == "" {
+		return "", false
+	}
+	return m[1], true
+}
 
 // Password returns the Redis password from REDIS_PASSWORD or PasswordFile
 // (trailing newline trimmed); "" when neither is set. An unreadable file is
 // an error that names redis.password_file but never echoes file contents.
-func (r *Redis) Password() (string, error) { panic("TODO") }
+//
+// It reads the file on every call, so a rotated password is picked up on
+// the next connection.
+func (r *Redis) Password() (string, error) {
+	if p := os.Getenv(PasswordEnv); p != "" {
+		return p, nil
+	}
+	if r.PasswordFile == "" {
+		return "", nil
+	}
+	f, err := os.Open(r.PasswordFile)
+	if err != nil {
+		return "", fmt.Errorf("redis.password_file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPasswordFileSize+1))
+	if err != nil {
+		return "", fmt.Errorf("redis.password_file: %w", err)
+	}
+	if len(b) > maxPasswordFileSize {
+		return "", fmt.Errorf("redis.password_file: %s: larger than %d bytes", r.PasswordFile, maxPasswordFileSize)
+	}
+	s := string(b)
+	if t, ok := strings.CutSuffix(s, "\r\n"); ok {
+		return t, nil
+	}
+	return strings.TrimSuffix(s, "\n"), nil
+}

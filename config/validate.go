@@ -1,0 +1,473 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults, as documented in DESIGN.md.
+const (
+	DefaultMode               = ModeStandalone
+	DefaultReadFrom           = ReadFromPrimary
+	DefaultDialTimeout        = 5 * time.Second
+	DefaultInterval           = 5 * time.Second
+	DefaultTimeout            = 30 * time.Second
+	DefaultScanCount          = 1000
+	DefaultWindow             = time.Minute
+	DefaultMaxKeysPerSecond   = 0
+	DefaultMaxMembersPerKey   = 1000
+	DefaultDiscovery          = DiscoveryScan
+	DefaultFullScanInterval   = 5 * time.Minute
+	DefaultFloorWindow        = 30 * time.Minute
+	DefaultPerUserSeries      = 500
+	DefaultClockSkewTolerance = 5 * time.Second
+	DefaultScoreUnit          = ScoreUnitMillis
+)
+
+// Score units of slot-set members.
+const (
+	ScoreUnitMillis  = "ms"
+	ScoreUnitSeconds = "s"
+)
+
+func applyDefaults(c *Config, p *presence) {
+	r := &c.Redis
+	if r.Mode == "" {
+		r.Mode = DefaultMode
+	}
+	if r.ReadFrom == "" {
+		r.ReadFrom = DefaultReadFrom
+	}
+	if !p.redis["dial_timeout"] {
+		r.DialTimeout = DefaultDialTimeout
+	}
+
+	s := &c.Sampling
+	if !p.sampling["interval"] {
+		s.Interval = DefaultInterval
+	}
+	if !p.sampling["timeout"] {
+		s.Timeout = DefaultTimeout
+	}
+	if !p.sampling["scan_count"] {
+		s.ScanCount = DefaultScanCount
+	}
+	if !p.sampling["window"] {
+		s.Window = DefaultWindow
+	}
+	if !p.sampling["max_keys_per_second"] {
+		s.MaxKeysPerSecond = DefaultMaxKeysPerSecond
+	}
+	if !p.sampling["max_members_per_key"] {
+		s.MaxMembersPerKey = DefaultMaxMembersPerKey
+	}
+	if s.Discovery == "" {
+		s.Discovery = DefaultDiscovery
+	}
+	if !p.sampling["full_scan_interval"] {
+		s.FullScanInterval = DefaultFullScanInterval
+	}
+
+	if !p.leaks["floor_window"] {
+		c.Leaks.FloorWindow = DefaultFloorWindow
+	}
+	if !p.leaks["per_user_series"] {
+		c.Leaks.PerUserSeries = DefaultPerUserSeries
+	}
+
+	for i := range c.Families {
+		f, set := &c.Families[i], p.families[i]
+		if f.Kind != KindSlotSet {
+			continue
+		}
+		if !set["stale_after"] {
+			f.StaleAfter = twice(f.HeartbeatInterval)
+		}
+		if !set["clock_skew_tolerance"] {
+			f.ClockSkewTolerance = DefaultClockSkewTolerance
+		}
+		if f.ScoreUnit == "" {
+			f.ScoreUnit = DefaultScoreUnit
+		}
+	}
+}
+
+// twice is 2*d, saturated.
+func twice(d time.Duration) time.Duration {
+	const maxDuration = time.Duration(1<<63 - 1)
+	if d > maxDuration/2 {
+		return maxDuration
+	}
+	return 2 * d
+}
+
+// resolvePaths makes the relative file names in c relative to dir.
+func resolvePaths(c *Config, dir string) {
+	abs := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	abs(&c.Redis.PasswordFile)
+	if t := c.Redis.TLS; t != nil {
+		abs(&t.CAFile)
+		abs(&t.CertFile)
+		abs(&t.KeyFile)
+	}
+}
+
+// Validate checks a Config as Parse returns it, defaults filled in: a zero
+// field that has a default is an error here. Parse has already run it;
+// it is for configs built or changed in code. It does not modify c and
+// does not look at UserRegexp.
+func (c *Config) Validate() error {
+	// Only the families' presence matters to validate; a set field is a
+	// non-zero one.
+	p := &presence{}
+	for _, f := range c.Families {
+		p.families = append(p.families, present{
+			"limit":                f.Limit != 0,
+			"ttl":                  f.TTL != 0,
+			"heartbeat_interval":   f.HeartbeatInterval != 0,
+			"max_hold":             f.MaxHold != 0,
+			"stale_after":          f.StaleAfter != 0,
+			"clock_skew_tolerance": f.ClockSkewTolerance != 0,
+			"score_unit":           f.ScoreUnit != "",
+		})
+	}
+	_, err := validate(c, p, nil)
+	return err
+}
+
+// validate checks c, whose defaults are applied, and returns the compiled
+// user regexps. sourcePaths, if not nil, gives the TLS file names as written
+// in the file, for error messages.
+func validate(c *Config, p *presence, sourcePaths *TLS) ([]*regexp.Regexp, error) {
+	if len(c.Families) == 0 {
+		return nil, errors.New("families: at least one family is required")
+	}
+	if err := validateRedis(&c.Redis, sourcePaths); err != nil {
+		return nil, err
+	}
+	if err := validateSampling(&c.Sampling); err != nil {
+		return nil, err
+	}
+	l := c.Leaks
+	switch {
+	case l.FloorWindow <= 0:
+		return nil, errors.New("leaks.floor_window: must be > 0")
+	case l.FloorWindow < c.Sampling.Window:
+		return nil, errors.New("leaks.floor_window: must be >= sampling.window")
+	case l.PerUserSeries < 0:
+		return nil, errors.New("leaks.per_user_series: must be >= 0")
+	}
+
+	res := make([]*regexp.Regexp, len(c.Families))
+	names := map[string]int{}
+	for i := range c.Families {
+		f := &c.Families[i]
+		path := fmt.Sprintf("families[%d]", i)
+		if j, dup := names[f.Name]; dup && f.Name != "" {
+			return nil, fmt.Errorf("%s.name: duplicate name %q (also families[%d])", path, f.Name, j)
+		}
+		names[f.Name] = i
+		re, err := validateFamily(f, path, p.families[i])
+		if err != nil {
+			return nil, err
+		}
+		res[i] = re
+	}
+	return res, nil
+}
+
+func validateRedis(r *Redis, sourcePaths *TLS) error {
+	switch r.Mode {
+	case ModeStandalone:
+		if len(r.Addrs) > 0 {
+			return errors.New("redis.addrs: only used in cluster and sentinel modes; use redis.addr")
+		}
+		if r.Addr == "" {
+			return errors.New("redis.addr: required in standalone mode")
+		}
+	case ModeCluster:
+		if r.Addr == "" && len(r.Addrs) == 0 {
+			return errors.New("redis.addrs: required in cluster mode")
+		}
+		if r.Addr != "" && len(r.Addrs) > 0 {
+			return errors.New("redis.addr: set redis.addr or redis.addrs, not both")
+		}
+	case ModeSentinel:
+		if r.Addr != "" {
+			return errors.New("redis.addr: not used in sentinel mode; list the sentinels in redis.addrs")
+		}
+		if len(r.Addrs) == 0 {
+			return errors.New("redis.addrs: required in sentinel mode")
+		}
+		if r.MasterName == "" {
+			return errors.New("redis.master_name: required in sentinel mode")
+		}
+	default:
+		return fmt.Errorf("redis.mode: unknown mode %q (want standalone, cluster or sentinel)", r.Mode)
+	}
+	if r.MasterName != "" && r.Mode != ModeSentinel {
+		return errors.New("redis.master_name: only used in sentinel mode")
+	}
+
+	var urlDB int
+	if r.Addr != "" {
+		db, err := checkAddr("redis.addr", r.Addr, true)
+		if err != nil {
+			return err
+		}
+		urlDB = db
+	}
+	for i, a := range r.Addrs {
+		if _, err := checkAddr(fmt.Sprintf("redis.addrs[%d]", i), a, false); err != nil {
+			return err
+		}
+	}
+
+	switch {
+	case r.DB < 0:
+		return errors.New("redis.db: must be >= 0")
+	case r.DB != 0 && r.Mode == ModeCluster:
+		return errors.New("redis.db: must be 0 in cluster mode (a cluster has only database 0)")
+	case urlDB != 0 && r.Mode == ModeCluster:
+		return errors.New("redis.addr: the URL names a database other than 0; a cluster has only database 0")
+	case r.DB != 0 && urlDB != 0:
+		return errors.New("redis.db: the database is also given in the redis.addr URL")
+	}
+
+	switch r.ReadFrom {
+	case ReadFromPrimary:
+	case ReadFromReplica:
+		if r.Mode == ModeStandalone {
+			return errors.New("redis.read_from: replica needs mode cluster or sentinel; in standalone mode there is only the server at redis.addr")
+		}
+	default:
+		return fmt.Errorf("redis.read_from: unknown value %q (want primary or replica)", r.ReadFrom)
+	}
+
+	if r.DialTimeout <= 0 {
+		return errors.New("redis.dial_timeout: must be > 0")
+	}
+
+	if t := r.TLS; t != nil {
+		src := sourcePaths
+		if src == nil {
+			src = t
+		}
+		if t.CertFile != "" && t.KeyFile == "" {
+			return errors.New("redis.tls.key_file: required when cert_file is set")
+		}
+		if t.KeyFile != "" && t.CertFile == "" {
+			return errors.New("redis.tls.cert_file: required when key_file is set")
+		}
+		for _, f := range []struct{ path, name, shown string }{
+			{"redis.tls.ca_file", t.CAFile, src.CAFile},
+			{"redis.tls.cert_file", t.CertFile, src.CertFile},
+			{"redis.tls.key_file", t.KeyFile, src.KeyFile},
+		} {
+			if f.name == "" {
+				continue
+			}
+			st, err := os.Stat(f.name)
+			if err != nil {
+				var pe *os.PathError
+				if errors.As(err, &pe) {
+					err = pe.Err
+				}
+				return fmt.Errorf("%s: %q: %v", f.path, f.shown, err)
+			}
+			if st.IsDir() {
+				return fmt.Errorf("%s: %q: is a directory", f.path, f.shown)
+			}
+		}
+	}
+	return nil
+}
+
+// checkAddr checks a host:port, or (if urlOK) a redis:// or rediss:// URL,
+// and returns the database the URL names. A password in it is refused, and
+// no error echoes it.
+func checkAddr(path, addr string, urlOK bool) (db int, err error) {
+	scheme, rest, isURL := strings.Cut(addr, "://")
+	if !isURL {
+		rest = addr
+	}
+	// Whatever sits before the last @ is userinfo, or a mangled URL that
+	// url.Parse would misread; a ':' there is a password.
+	if at := strings.LastIndex(rest, "@"); at >= 0 && strings.Contains(rest[:at], ":") {
+		return 0, fmt.Errorf("%s: %s", path, errPasswordInConfig)
+	}
+	if !isURL {
+		host, port, err := net.SplitHostPort(addr)
+		if err == nil && host != "" && !strings.ContainsAny(host, "@/ ") && validPort(port) {
+			return 0, nil
+		}
+		if urlOK {
+			return 0, fmt.Errorf("%s: invalid address %q (want host:port, or a redis:// or rediss:// URL)", path, addr)
+		}
+		return 0, fmt.Errorf("%s: invalid address %q (want host:port)", path, addr)
+	}
+	if !urlOK {
+		return 0, fmt.Errorf("%s: invalid address %q (want host:port; URLs only go in redis.addr)", path, addr)
+	}
+	if scheme != "redis" && scheme != "rediss" {
+		return 0, fmt.Errorf("%s: unsupported URL scheme %q (want redis or rediss)", path, scheme)
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return 0, fmt.Errorf("%s: invalid URL: %v", path, err)
+	}
+	if _, ok := u.User.Password(); ok {
+		return 0, fmt.Errorf("%s: %s", path, errPasswordInConfig)
+	}
+	opts, err := redis.ParseURL(addr)
+	if err != nil {
+		return 0, fmt.Errorf("%s: invalid URL: %s", path, strings.TrimPrefix(err.Error(), "redis: "))
+	}
+	return opts.DB, nil
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n > 0 && n < 65536
+}
+
+func validateSampling(s *Sampling) error {
+	switch {
+	case s.Interval <= 0:
+		return errors.New("sampling.interval: must be > 0")
+	case s.Timeout <= 0:
+		return errors.New("sampling.timeout: must be > 0")
+	case s.ScanCount < 1:
+		return errors.New("sampling.scan_count: must be >= 1")
+	case s.Window < s.Interval:
+		return errors.New("sampling.window: must be >= interval")
+	case s.MaxKeysPerSecond < 0:
+		return errors.New("sampling.max_keys_per_second: must be >= 0 (0 = unbounded)")
+	case s.MaxMembersPerKey < 1:
+		return errors.New("sampling.max_members_per_key: must be >= 1")
+	}
+	switch s.Discovery {
+	case DiscoveryScan, DiscoveryNotify:
+	default:
+		return fmt.Errorf("sampling.discovery: unknown discovery %q (want scan or notify)", s.Discovery)
+	}
+	switch {
+	case s.FullScanInterval <= 0:
+		return errors.New("sampling.full_scan_interval: must be > 0")
+	case s.Discovery == DiscoveryNotify && s.FullScanInterval < s.Interval:
+		return errors.New("sampling.full_scan_interval: must be >= interval")
+	}
+	return nil
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// slotsetOnly are the fields a counter family must not set, in the order
+// they are checked.
+var slotsetOnly = []string{"ttl", "heartbeat_interval", "max_hold", "stale_after", "clock_skew_tolerance", "score_unit"}
+
+func validateFamily(f *Family, path string, set present) (*regexp.Regexp, error) {
+	switch {
+	case f.Name == "":
+		return nil, fmt.Errorf("%s.name: required", path)
+	case !validName.MatchString(f.Name):
+		return nil, fmt.Errorf("%s.name: invalid name %q (want letters, digits, _, - and . only)", path, f.Name)
+	}
+
+	switch f.Kind {
+	case KindSlotSet, KindCounter:
+	case "":
+		return nil, fmt.Errorf("%s.kind: required (slotset or counter)", path)
+	default:
+		return nil, fmt.Errorf("%s.kind: unknown kind %q (want slotset or counter)", path, f.Kind)
+	}
+
+	if f.Match == "" {
+		return nil, fmt.Errorf("%s.match: required", path)
+	}
+	src, hasStar, err := GlobToRegexp(f.Match)
+	if err != nil {
+		return nil, fmt.Errorf("%s.match: %v", path, err)
+	}
+	var re *regexp.Regexp
+	if f.User == "" {
+		if !hasStar {
+			return nil, fmt.Errorf("%s.match: must contain a * (what it matches is the user) unless user is set", path)
+		}
+		if re, err = regexp.Compile(src); err != nil {
+			return nil, fmt.Errorf("%s.match: %s", path, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		}
+	} else {
+		if re, err = regexp.Compile(f.User); err != nil {
+			return nil, fmt.Errorf("%s.user: invalid regexp: %s", path, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		}
+		if re.NumSubexp() < 1 {
+			return nil, fmt.Errorf("%s.user: has no capture group (its first group is the user)", path)
+		}
+	}
+
+	switch {
+	case !set["limit"]:
+		return nil, fmt.Errorf("%s.limit: required", path)
+	case f.Limit < 1:
+		return nil, fmt.Errorf("%s.limit: must be >= 1", path)
+	}
+
+	if f.Kind == KindCounter {
+		for _, name := range slotsetOnly {
+			if set[name] {
+				return nil, fmt.Errorf("%s.%s: not used by kind counter", path, name)
+			}
+		}
+		return re, nil
+	}
+
+	switch {
+	case !set["ttl"]:
+		return nil, fmt.Errorf("%s.ttl: required for kind slotset", path)
+	case f.TTL <= 0:
+		return nil, fmt.Errorf("%s.ttl: must be > 0", path)
+	case !set["heartbeat_interval"]:
+		return nil, fmt.Errorf("%s.heartbeat_interval: required for kind slotset", path)
+	case f.HeartbeatInterval <= 0:
+		return nil, fmt.Errorf("%s.heartbeat_interval: must be > 0", path)
+	case f.HeartbeatInterval >= f.TTL:
+		return nil, fmt.Errorf("%s.heartbeat_interval: must be shorter than ttl", path)
+	case !set["max_hold"]:
+		return nil, fmt.Errorf("%s.max_hold: required for kind slotset", path)
+	case f.MaxHold <= f.TTL:
+		return nil, fmt.Errorf("%s.max_hold: must be longer than ttl", path)
+	case f.StaleAfter <= f.HeartbeatInterval:
+		return nil, fmt.Errorf("%s.stale_after: must be longer than heartbeat_interval", path)
+	case f.StaleAfter >= f.TTL && !set["stale_after"]:
+		return nil, fmt.Errorf("%s.stale_after: the default, 2 x heartbeat_interval (%v), is not shorter than ttl; set stale_after between heartbeat_interval and ttl", path, f.StaleAfter)
+	case f.StaleAfter >= f.TTL:
+		return nil, fmt.Errorf("%s.stale_after: must be shorter than ttl (a member expires before it could be stale)", path)
+	case f.ClockSkewTolerance < 0:
+		return nil, fmt.Errorf("%s.clock_skew_tolerance: must be >= 0", path)
+	}
+	switch f.ScoreUnit {
+	case ScoreUnitMillis, ScoreUnitSeconds:
+	default:
+		return nil, fmt.Errorf("%s.score_unit: unknown unit %q (want ms or s)", path, f.ScoreUnit)
+	}
+	return re, nil
+}
