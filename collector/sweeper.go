@@ -92,10 +92,11 @@ func (s *Sweeper) SweepOnce(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Ready reports whether every family has finished at least one sweep.
+// Ready reports whether every family has been swept successfully at least
+// once, so that /metrics has real numbers to show.
 func (s *Sweeper) Ready() bool {
 	for _, f := range s.fams {
-		if f.snap.Load() == nil {
+		if fs := f.snap.Load(); fs == nil || fs.LastSuccess.IsZero() {
 			return false
 		}
 	}

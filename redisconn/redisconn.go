@@ -16,6 +16,10 @@ import (
 	"github.com/slotexporter/slot_exporter/config"
 )
 
+// dialRetries is low on purpose: a Redis that is down should fail the
+// sweep quickly and be reported, not be retried for most of an interval.
+const dialRetries = 1
+
 // New returns a client for r. It does not connect: an unreachable Redis is
 // the sweeper's to report, not a reason to refuse to start.
 func New(r *config.Redis) (redis.UniversalClient, error) {
@@ -41,14 +45,14 @@ func New(r *config.Redis) (redis.UniversalClient, error) {
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: hostPorts(addrs), Username: r.Username, Password: password, TLSConfig: tlsCfg,
 			DialTimeout: dial, ReadOnly: replica, ContextTimeoutEnabled: true, DisableIdentity: true,
-			ReadTimeout: 10 * time.Second,
+			ReadTimeout: 10 * time.Second, DialerRetries: dialRetries,
 		}), nil
 	case config.ModeSentinel:
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: r.MasterName, SentinelAddrs: hostPorts(r.Addrs),
 			Username: r.Username, Password: password, DB: r.DB, TLSConfig: tlsCfg,
 			DialTimeout: dial, ReplicaOnly: replica, ContextTimeoutEnabled: true, DisableIdentity: true,
-			ReadTimeout: 10 * time.Second,
+			ReadTimeout: 10 * time.Second, DialerRetries: dialRetries,
 		}), nil
 	}
 	opt := &redis.Options{Addr: r.Addr}
@@ -76,6 +80,7 @@ func New(r *config.Redis) (redis.UniversalClient, error) {
 	opt.ContextTimeoutEnabled = true
 	opt.DisableIdentity = true
 	opt.ReadTimeout = 10 * time.Second
+	opt.DialerRetries = dialRetries
 	return redis.NewClient(opt), nil
 }
 

@@ -56,7 +56,14 @@ func FreePort(t testing.TB) int {
 // appended to the command line (for example "--requirepass", "x").
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, Port: FreePort(t), Dir: t.TempDir()}
+	return StartPort(t, FreePort(t), extra...)
+}
+
+// StartPort is Start on a given port, for a server that must appear where
+// a client already expects one.
+func StartPort(t testing.TB, port int, extra ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, Port: port, Dir: t.TempDir()}
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
 	s.args = append([]string{
 		"--port", strconv.Itoa(s.Port),

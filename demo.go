@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/simulator"
+)
+
+// demoRun is an embedded Redis with simulated traffic, for --demo only.
+// Tests use a real redis-server.
+type demoRun struct {
+	Config []byte
+	mr     *miniredis.Miniredis
+	client *redis.Client
+	sim    *simulator.Sim
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// demoConfig uses short times so that every metric moves within minutes:
+// ttl 20s, heartbeats every 4s, zombies after 90s, floors after 2m.
+const demoConfig = `
+redis:
+  addr: %q
+sampling:
+  interval: 2s
+  window: 30s
+leaks:
+  floor_window: 2m
+  per_user_series: 50
+families:
+  - name: streams
+    kind: slotset
+    match: "joishi:streams:*"
+    user: '^joishi:streams:\{?([^}]+)\}?$'
+    limit: 3
+    ttl: 20s
+    heartbeat_interval: 4s
+    max_hold: 90s
+  - name: streams_legacy
+    kind: counter
+    match: "joishi:streams-legacy:*"
+    user: '^joishi:streams-legacy:\{?([^}]+)\}?$'
+    limit: 3
+`
+
+func startDemo(ctx context.Context, logger *slog.Logger) (*demoRun, error) {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("embedded redis: %w", err)
+	}
+	d := &demoRun{mr: mr, Config: []byte(fmt.Sprintf(demoConfig, mr.Addr()))}
+	d.client = redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true})
+	ctx, d.cancel = context.WithCancel(ctx)
+
+	// miniredis expires keys only when its clock is advanced; keep it in
+	// step with real time so that TTLs run out as they would in Redis.
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		last := time.Now()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				mr.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+
+	sim, err := simulator.Run(ctx, d.client, simulator.Options{
+		Users:             40,
+		KeyPrefix:         "joishi:streams:",
+		CounterPrefix:     "joishi:streams-legacy:",
+		StreamRate:        3,
+		StreamDuration:    30 * time.Second,
+		TTL:               20 * time.Second,
+		HeartbeatInterval: 4 * time.Second,
+		CrashRate:         0.1,
+		ZombieRate:        0.03,
+		FutureRate:        0.02,
+		NoRefreshRate:     0.1,
+		CounterLeakRate:   0.1,
+		Seed:              1,
+	})
+	if err != nil {
+		d.Stop()
+		return nil, fmt.Errorf("simulator: %w", err)
+	}
+	d.sim = sim
+
+	// A deploy's mass kill every five minutes, so the expiry spike shows.
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		t := time.NewTicker(5 * time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				n := sim.KillShare(0.5)
+				logger.Info("demo: simulated deploy killed holders mid-stream", "killed", n)
+			}
+		}
+	}()
+	logger.Info("demo: embedded Redis with simulated traffic", "addr", mr.Addr())
+	return d, nil
+}
+
+func (d *demoRun) Stop() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+	if d.sim != nil {
+		d.sim.Stop()
+	}
+	d.wg.Wait()
+	if d.client != nil {
+		_ = d.client.Close()
+	}
+	d.mr.Close()
+}

@@ -1,0 +1,320 @@
+// Command slot_exporter samples crash-safe per-user limits kept in Redis
+// (slot sets) and legacy INCR/DECR counters in the background, and exports
+// what it finds to Prometheus: usage, anomalies, and the one shape that
+// means a leak, a usage floor that never returns to zero.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	kitlog "github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	"github.com/redis/go-redis/v9"
+	sloggokit "github.com/tjhop/slog-gokit"
+
+	"github.com/slotexporter/slot_exporter/collector"
+	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/redisconn"
+)
+
+const name = "slot_exporter"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the whole program; it returns the exit code. It stops when ctx is
+// done.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := kingpin.New(name, "Prometheus exporter and leak detector for crash-safe limits kept in Redis.")
+	app.UsageWriter(stderr)
+	app.ErrorWriter(stderr)
+	configGiven := false
+	var (
+		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
+		configFile  = app.Flag("config.file", "slot_exporter configuration file.").Default("slot_exporter.yml").IsSetByUser(&configGiven).String()
+		configCheck = app.Flag("config.check", "Validate the configuration file and exit.").Bool()
+		logLevel    = app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").Enum("debug", "info", "warn", "error")
+		logFormat   = app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").Enum("logfmt", "json")
+		demoMode    = app.Flag("demo", "Run against an embedded Redis with simulated traffic (healthy streams, crashes, zombies, leaks). Ignores --config.file unless it is given explicitly.").Bool()
+		webFlags    = kingpinflag.AddFlags(app, ":10121")
+	)
+	app.Version(version.Print(name))
+	app.HelpFlag.Short('h')
+	if _, err := app.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+
+	logger := newLogger(stderr, *logLevel, *logFormat)
+	// go-redis logs dial failures on its own; the sweeper already reports
+	// them once per sweep, so keep these at debug.
+	redis.SetLogger(redisLog{logger})
+
+	if *configCheck {
+		if _, err := config.Load(*configFile); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", *configFile, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: OK\n", *configFile)
+		return 0
+	}
+
+	e := &exporter{logger: logger, configFile: *configFile}
+	if *demoMode {
+		d, err := startDemo(ctx, logger)
+		if err != nil {
+			logger.Error("demo failed to start", "err", err)
+			return 1
+		}
+		defer d.Stop()
+		if !configGiven {
+			e.configFile = ""
+			e.inline = d.Config
+		}
+	}
+	if err := e.reload(); err != nil {
+		logger.Error("refusing to start", "err", err)
+		return 1
+	}
+	defer e.shutdown()
+
+	logger.Info("starting "+name, "version", version.Info(), "build_context", version.BuildContext())
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(versioncollector.NewCollector("slot_exporter"))
+	reg.MustRegister(collector.New(e.snapshot, e.reloadOK.Load))
+
+	mux := http.NewServeMux()
+	mux.Handle(*metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: 10,
+		Timeout:             10 * time.Second,
+	}))
+	e.routes(mux)
+	if *metricsPath != "/" {
+		landing, err := web.NewLandingPage(web.LandingConfig{
+			Name:        name,
+			Description: "Prometheus exporter and leak detector for crash-safe limits kept in Redis. Sweeps run in the background; a scrape reads the latest snapshot and never touches Redis.",
+			Version:     version.Info(),
+			Links: []web.LandingLinks{
+				{Address: *metricsPath, Text: "Metrics"},
+				{Address: "/-/healthy", Text: "Health"},
+				{Address: "/-/ready", Text: "Readiness", Description: "ready once every family has been swept successfully"},
+			},
+		})
+		if err != nil {
+			logger.Error("landing page", "err", err)
+			return 1
+		}
+		mux.Handle("/", landing)
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = e.reload()
+			}
+		}
+	}()
+
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- web.ListenAndServe(srv, webFlags, logger) }()
+	select {
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("web server", "err", err)
+			return 1
+		}
+	case <-ctx.Done():
+		logger.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}
+	return 0
+}
+
+// newLogger builds the go-kit logger and bridges it to slog for
+// exporter-toolkit and the rest of the program.
+func newLogger(w io.Writer, lvl, format string) *slog.Logger {
+	var l kitlog.Logger
+	sw := kitlog.NewSyncWriter(w)
+	if format == "json" {
+		l = kitlog.NewJSONLogger(sw)
+	} else {
+		l = kitlog.NewLogfmtLogger(sw)
+	}
+	var level slog.Level
+	switch lvl {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	default:
+		level = slog.LevelInfo
+	}
+	return slog.New(sloggokit.NewGoKitHandler(l, level))
+}
+
+type redisLog struct{ l *slog.Logger }
+
+func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
+	r.l.Debug(fmt.Sprintf(format, v...), "component", "go-redis")
+}
+
+// exporter holds what a reload swaps: the config, the Redis client and the
+// sweeper.
+type exporter struct {
+	logger     *slog.Logger
+	configFile string
+	inline     []byte // demo config, used when configFile is ""
+
+	mu       sync.Mutex
+	cfg      *config.Config
+	client   redis.UniversalClient
+	sweeper  atomic.Pointer[collector.Sweeper]
+	reloadOK atomic.Bool
+}
+
+func (e *exporter) load() (*config.Config, error) {
+	if e.configFile == "" {
+		return config.Parse(e.inline)
+	}
+	cfg, err := config.Load(e.configFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e.configFile, err)
+	}
+	return cfg, nil
+}
+
+// reload loads the config and, if it is good, swaps in a new sweeper that
+// inherits the old one's tracked state. A bad config is refused: the old
+// one keeps running and slot_exporter_config_last_reload_successful drops
+// to 0.
+func (e *exporter) reload() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cfg, err := e.load()
+	if err == nil {
+		err = preflight(cfg)
+	}
+	var client redis.UniversalClient
+	if err == nil {
+		client = e.client
+		if e.cfg == nil || !reflect.DeepEqual(e.cfg.Redis, cfg.Redis) {
+			client, err = redisconn.New(&cfg.Redis)
+		}
+	}
+	if err != nil {
+		e.reloadOK.Store(false)
+		if e.cfg != nil {
+			e.logger.Error("config reload refused; the previous config keeps running", "err", err)
+		}
+		return err
+	}
+	old := e.sweeper.Load()
+	if old != nil {
+		old.Stop()
+	}
+	s := collector.NewSweeper(cfg, client, e.logger, old)
+	s.Start()
+	e.sweeper.Store(s)
+	if e.client != nil && e.client != client {
+		_ = e.client.Close()
+	}
+	e.client, e.cfg = client, cfg
+	e.reloadOK.Store(true)
+	e.logger.Info("config loaded", "file", e.configFile, "families", len(cfg.Families))
+	return nil
+}
+
+// preflight checks what the config can only be judged by with Redis at
+// hand. It is a hook for modes that must refuse to start.
+func preflight(cfg *config.Config) error { return nil }
+
+func (e *exporter) shutdown() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s := e.sweeper.Load(); s != nil {
+		s.Stop()
+	}
+	if e.client != nil {
+		_ = e.client.Close()
+	}
+}
+
+func (e *exporter) snapshot() *collector.Snapshot {
+	if s := e.sweeper.Load(); s != nil {
+		return s.Snapshot()
+	}
+	return nil
+}
+
+func (e *exporter) routes(mux *http.ServeMux) {
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		fmt.Fprintln(w, "Healthy")
+	})
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		if s := e.sweeper.Load(); s == nil || !s.Ready() {
+			http.Error(w, "not ready: the first sweep has not finished", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "Ready")
+	})
+	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost && r.Method != http.MethodPut {
+			w.Header().Set("Allow", "POST, PUT")
+			http.Error(w, "method not allowed: use POST", http.StatusMethodNotAllowed)
+			return
+		}
+		if err := e.reload(); err != nil {
+			// The request was fine; the file is not. 4xx, not 5xx: the
+			// exporter itself is healthy and still serving the old config.
+			http.Error(w, "config reload refused: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintln(w, "Reloaded")
+	})
+}

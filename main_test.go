@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/redistest"
+)
+
+// syncBuffer collects the exporter's log output across goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// exporterProc is the whole program, run in-process on a free port.
+type exporterProc struct {
+	base string
+	logs *syncBuffer
+	done chan int
+	stop context.CancelFunc
+}
+
+func startExporter(t *testing.T, args ...string) *exporterProc {
+	t.Helper()
+	port := redistest.FreePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &exporterProc{
+		base: fmt.Sprintf("http://127.0.0.1:%d", port),
+		logs: &syncBuffer{}, done: make(chan int, 1), stop: cancel,
+	}
+	args = append([]string{fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port)}, args...)
+	go func() { p.done <- run(ctx, args, io.Discard, p.logs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			t.Error("exporter did not stop")
+		}
+		if t.Failed() {
+			t.Logf("exporter log:\n%s", p.logs.String())
+		}
+	})
+	waitFor(t, 10*time.Second, "exporter listening", func() bool {
+		resp, err := http.Get(p.base + "/-/healthy")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return p
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *exporterProc) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(p.base + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (p *exporterProc) post(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(p.base+path, "text/plain", nil)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// metric returns the value of one exposition line (name with labels, as
+// printed), or "" if it is absent.
+func metric(page, series string) string {
+	for _, line := range strings.Split(page, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+const testConfig = `
+redis:
+  addr: %q
+sampling:
+  interval: 200ms
+  window: 1s
+families:
+  - name: %s
+    kind: slotset
+    match: "joishi:streams:*"
+    user: '^joishi:streams:\{?([^}]+)\}?$'
+    limit: 3
+    ttl: 120s
+    heartbeat_interval: 20s
+    max_hold: 15m
+  - name: legacy
+    kind: counter
+    match: "joishi:streams-legacy:*"
+    limit: 3
+`
+
+func writeConfig(t *testing.T, path, addr, family string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(testConfig, addr, family)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func seed(t *testing.T, c *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	for i := 0; i < 5; i++ {
+		k := fmt.Sprintf("joishi:streams:{u%d}", i)
+		c.ZAdd(ctx, k, redis.Z{Score: float64(now.Add(119 * time.Second).UnixMilli()), Member: "a"})
+		c.PExpire(ctx, k, 240*time.Second)
+	}
+	c.ZAdd(ctx, "joishi:streams:{leak}", redis.Z{Score: float64(now.UnixMilli()) * 1000, Member: "bug"})
+	c.Set(ctx, "joishi:streams-legacy:{u1}", 2, 0)
+	c.Set(ctx, "joishi:streams-legacy:{u2}", -1, 0)
+}
+
+// TestMetricsPagePassesPromtool: a real /metrics page, from a real sweep of a
+// real Redis, is clean under `promtool check metrics`.
+func TestMetricsPagePassesPromtool(t *testing.T) {
+	promtool := redistest.Binary(t, "promtool")
+	srv := redistest.Start(t)
+	seed(t, srv.Client())
+	cfg := filepath.Join(t.TempDir(), "slot_exporter.yml")
+	writeConfig(t, cfg, srv.Addr, "streams")
+	p := startExporter(t, "--config.file="+cfg)
+	waitFor(t, 10*time.Second, "ready", func() bool { c, _ := p.get(t, "/-/ready"); return c == 200 })
+	_, page := p.get(t, "/metrics")
+	for _, want := range []string{
+		`slot_members{family="streams",state="future"} 1`,
+		`slot_counters_negative{family="legacy"} 1`,
+		`slot_exporter_up 1`,
+		`slot_exporter_build_info{`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(page)
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+	if c, body := p.get(t, "/"); c != 200 || !strings.Contains(body, "slot_exporter") {
+		t.Errorf("landing page: %d %q", c, body)
+	}
+}
+
+// TestReadyOnlyAfterFirstSweep: with Redis down the exporter runs, answers
+// /-/healthy and /metrics, reports up=0, and is not ready until a sweep
+// succeeds.
+func TestReadyOnlyAfterFirstSweep(t *testing.T) {
+	port := redistest.FreePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cfg := filepath.Join(t.TempDir(), "slot_exporter.yml")
+	writeConfig(t, cfg, addr, "streams")
+	p := startExporter(t, "--config.file="+cfg)
+	waitFor(t, 10*time.Second, "a failed sweep", func() bool {
+		_, page := p.get(t, "/metrics")
+		v := metric(page, `slot_exporter_sweep_errors_total{family="streams"}`)
+		return v != "" && v != "0"
+	})
+	if c, _ := p.get(t, "/-/ready"); c != http.StatusServiceUnavailable {
+		t.Fatalf("/-/ready with Redis down: %d, want 503", c)
+	}
+	_, page := p.get(t, "/metrics")
+	if metric(page, "slot_exporter_up") != "0" {
+		t.Errorf("slot_exporter_up = %q with Redis down, want 0", metric(page, "slot_exporter_up"))
+	}
+	redistest.StartPort(t, port)
+	waitFor(t, 10*time.Second, "ready after Redis came up", func() bool { c, _ := p.get(t, "/-/ready"); return c == 200 })
+}
+
+// TestReloadRefusesBadConfigs: every kind of bad file is refused, the old
+// config keeps running, and the reload gauge says so until a good one.
+func TestReloadRefusesBadConfigs(t *testing.T) {
+	srv := redistest.Start(t)
+	seed(t, srv.Client())
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "slot_exporter.yml")
+	writeConfig(t, cfg, srv.Addr, "streams")
+	p := startExporter(t, "--config.file="+cfg)
+	waitFor(t, 10*time.Second, "ready", func() bool { c, _ := p.get(t, "/-/ready"); return c == 200 })
+
+	bad := map[string]string{
+		"not yaml":         "redis: [",
+		"unknown field":    "redis: {addr: x}\nfamiles: []\n",
+		"invalid value":    fmt.Sprintf(testConfig, srv.Addr, "streams") + "sampling: {interval: -1s}\n",
+		"semantic":         strings.Replace(fmt.Sprintf(testConfig, srv.Addr, "streams"), "heartbeat_interval: 20s", "heartbeat_interval: 200s", 1),
+		"password in yaml": strings.Replace(fmt.Sprintf(testConfig, srv.Addr, "streams"), "redis:\n", "redis:\n  password: hunter2\n", 1),
+		"empty":            "",
+	}
+	for name, body := range bad {
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, msg := p.post(t, "/-/reload")
+		if code != http.StatusBadRequest || !strings.Contains(msg, "refused") {
+			t.Errorf("%s: reload answered %d %q, want 400 refused", name, code, msg)
+		}
+		if strings.Contains(msg, "hunter2") {
+			t.Errorf("%s: the reload error echoes the password", name)
+		}
+		_, page := p.get(t, "/metrics")
+		if v := metric(page, "slot_exporter_config_last_reload_successful"); v != "0" {
+			t.Errorf("%s: reload gauge = %q, want 0", name, v)
+		}
+		// The old config still sweeps: its family is there and fresh.
+		if metric(page, `slot_sets{family="streams"}`) != "6" || metric(page, "slot_exporter_up") != "1" {
+			t.Errorf("%s: old config no longer served:\n%s", name, page)
+		}
+	}
+	if c, _ := p.get(t, "/-/reload"); c != http.StatusMethodNotAllowed {
+		t.Errorf("GET /-/reload: %d, want 405", c)
+	}
+
+	// A good config through SIGHUP: the new family name appears, the
+	// gauge recovers.
+	writeConfig(t, cfg, srv.Addr, "streams2")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "reload via SIGHUP", func() bool {
+		_, page := p.get(t, "/metrics")
+		return metric(page, "slot_exporter_config_last_reload_successful") == "1" &&
+			metric(page, `slot_sets{family="streams2"}`) == "6"
+	})
+}
+
+// TestConfigCheck: --config.check validates and exits, 0 for good, 1 with the
+// field path for bad.
+func TestConfigCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yml")
+	writeConfig(t, good, "127.0.0.1:1", "streams")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--config.file=" + good, "--config.check"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "OK") {
+		t.Fatalf("good config: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	bad := filepath.Join(dir, "bad.yml")
+	if err := os.WriteFile(bad, []byte(strings.Replace(fmt.Sprintf(testConfig, "x:1", "streams"), "heartbeat_interval: 20s", "heartbeat_interval: 200s", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	code := run(context.Background(), []string{"--config.file=" + bad, "--config.check"}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "families[0].heartbeat_interval: must be shorter than ttl") {
+		t.Fatalf("bad config: exit %d, stderr %q", code, errb.String())
+	}
+}
