@@ -227,14 +227,20 @@ func (e *exporter) reload() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	cfg, err := e.load()
-	if err == nil {
-		err = preflight(cfg)
-	}
 	var client redis.UniversalClient
 	if err == nil {
 		client = e.client
 		if e.cfg == nil || !reflect.DeepEqual(e.cfg.Redis, cfg.Redis) {
 			client, err = redisconn.New(&cfg.Redis)
+		}
+	}
+	if err == nil {
+		// discovery: notify refuses to start without keyspace events.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = collector.CheckNotify(ctx, client, cfg)
+		cancel()
+		if err != nil && client != e.client {
+			_ = client.Close()
 		}
 	}
 	if err != nil {
@@ -259,10 +265,6 @@ func (e *exporter) reload() error {
 	e.logger.Info("config loaded", "file", e.configFile, "families", len(cfg.Families))
 	return nil
 }
-
-// preflight checks what the config can only be judged by with Redis at
-// hand. It is a hook for modes that must refuse to start.
-func preflight(cfg *config.Config) error { return nil }
 
 func (e *exporter) shutdown() {
 	e.mu.Lock()

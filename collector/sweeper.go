@@ -26,6 +26,8 @@ type Sweeper struct {
 	topo   Topology
 	logger *slog.Logger
 	fams   []*familyRunner
+	// watcher is set with discovery: notify.
+	watcher *keyWatcher
 
 	skewNanos atomic.Int64
 	haveClock atomic.Bool
@@ -47,6 +49,14 @@ func NewSweeper(cfg *config.Config, client redis.UniversalClient, logger *slog.L
 		}
 		s.skewNanos.Store(prev.skewNanos.Load())
 		s.haveClock.Store(prev.haveClock.Load())
+	}
+	if cfg.Sampling.Discovery == config.DiscoveryNotify {
+		w, err := newKeyWatcher(cfg, logger)
+		if err != nil {
+			logger.Error("discovery: notify unavailable, falling back to scan", "err", err)
+		} else {
+			s.watcher = w
+		}
 	}
 	for i := range cfg.Families {
 		fam := &cfg.Families[i]
@@ -80,6 +90,9 @@ func (s *Sweeper) Stop() {
 		s.cancel()
 	}
 	s.wg.Wait()
+	if s.watcher != nil {
+		s.watcher.close()
+	}
 }
 
 // SweepOnce runs one sweep of every family, one after the other. Tests use
@@ -134,6 +147,8 @@ type familyRunner struct {
 	lastSuccess time.Time
 	lastGauges  FamilyGauges
 	digest      *xxhash.Digest
+	scanMu      sync.Mutex
+	scanned     map[string]scanMark // discovery: notify only
 
 	snap atomic.Pointer[FamilySnapshot]
 }
@@ -150,6 +165,7 @@ func newFamilyRunner(fam *config.Family, cfg *config.Config, s *Sweeper) *family
 		members: NewMemberTracker(),
 		floor:   NewFloorTracker(),
 		runIDs:  map[string]string{},
+		scanned: map[string]scanMark{},
 		digest:  xxhash.New(),
 	}
 	if r.rules.Heartbeat <= 0 {
@@ -284,7 +300,7 @@ func (r *familyRunner) sweep(ctx context.Context) (FamilyGauges, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := scanNode(sctx, n.c, plan, zc, out); err != nil {
+			if err := r.readNode(sctx, n, plan, zc, out); err != nil {
 				errc <- fmt.Errorf("node %s: %w", n.addr, err)
 				cancel()
 			}
