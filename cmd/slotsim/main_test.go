@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/slotexporter/slot_exporter/internal/redistest"
+	"github.com/slotexporter/slot_exporter/simulator"
+)
+
+func TestIncidentScenario(t *testing.T) {
+	srv := redistest.Start(t)
+	truthFile := filepath.Join(t.TempDir(), "truth.json")
+	args := []string{
+		"--redis.addr", srv.Addr, "--scenario", "incident",
+		"--users", "100", "--limit", "3", "--stream-rate", "200", "--stream-duration", "10s",
+		"--ttl", "10s", "--heartbeat-interval", "200ms",
+		"--crash-rate", "0", "--zombie-rate", "0.05", "--future-rate", "0.05", "--counter-leak-rate", "0.1",
+		"--kill-at", "1s", "--kill-share", "0.5", "--duration", "2500ms", "--truth-file", truthFile,
+	}
+	var stdout, stderr bytes.Buffer
+	done := make(chan int)
+	go func() { done <- run(args, &stdout, &stderr, nil) }()
+
+	// The truth file is readable while slotsim runs, and shows the kill.
+	deadline := time.Now().Add(2200 * time.Millisecond)
+	var mid simulator.Truth
+	for time.Now().Before(deadline) && mid.Killed == 0 {
+		time.Sleep(50 * time.Millisecond)
+		if b, err := os.ReadFile(truthFile); err == nil {
+			if err := json.Unmarshal(b, &mid); err != nil {
+				t.Fatalf("truth file %q: %v", b, err)
+			}
+		}
+	}
+	if mid.Killed == 0 {
+		t.Fatalf("truth file did not show the kill while running: %+v", mid)
+	}
+
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("slotsim did not end after --duration")
+	}
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	var final simulator.Truth
+	if err := json.Unmarshal(stdout.Bytes(), &final); err != nil {
+		t.Fatalf("stdout %q: %v", stdout.String(), err)
+	}
+	if final.Killed != mid.Killed || final.Acquired < mid.Acquired || final.Acquired == 0 {
+		t.Fatalf("final truth %+v, mid %+v", final, mid)
+	}
+	if len(final.KilledUsers) == 0 || final.CountersLeaked < final.Killed {
+		t.Fatalf("killed users %v, counters leaked %d (killed holders never DECR)", final.KilledUsers, final.CountersLeaked)
+	}
+	var last simulator.Truth
+	b, _ := os.ReadFile(truthFile)
+	if err := json.Unmarshal(b, &last); err != nil || last.Acquired != final.Acquired {
+		t.Fatalf("final truth file %s (%v), want the stdout truth", b, err)
+	}
+	if !strings.Contains(stderr.String(), "incident: SIGKILL") || !strings.Contains(stderr.String(), "killed=") {
+		t.Fatalf("no kill log line in stderr:\n%s", stderr.String())
+	}
+	// The JSON keys are the documented snake_case names.
+	for _, k := range []string{`"killed":`, `"zombies":`, `"counters_leaked":`, `"killed_users":`, `"in_flight":`} {
+		if !bytes.Contains(stdout.Bytes(), []byte(k)) {
+			t.Errorf("stdout lacks %s", k)
+		}
+	}
+}
+
+func TestSignalStops(t *testing.T) {
+	srv := redistest.Start(t)
+	sig := make(chan os.Signal, 1)
+	var stdout, stderr bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run([]string{"--redis.addr", srv.Addr, "--users", "10", "--stream-rate", "50", "--stream-duration", "1s",
+			"--ttl", "2s", "--heartbeat-interval", "100ms"}, &stdout, &stderr, sig)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	sig <- syscall.SIGTERM
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("slotsim did not stop on SIGTERM")
+	}
+	var tr simulator.Truth
+	if err := json.Unmarshal(stdout.Bytes(), &tr); err != nil || tr.Acquired == 0 {
+		t.Fatalf("stdout %q: %v", stdout.String(), err)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--scenario", "bogus"},
+		{"--kill-share", "2"},
+		{"--crash-rate", "1.5"},
+		{"--ttl", "1s", "--heartbeat-interval", "2s"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(append(args, "--redis.addr", "127.0.0.1:1"), &stdout, &stderr, nil); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
