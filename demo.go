@@ -100,11 +100,35 @@ func startDemo(ctx context.Context, logger *slog.Logger) (*demoRun, error) {
 	}
 	d.sim = sim
 
-	// A deploy's mass kill every five minutes, so the expiry spike shows.
+	// What the simulator does not produce on its own: a user written past
+	// the cap, a slot set with no TTL, a counter decremented below zero.
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		t := time.NewTicker(5 * time.Minute)
+		bg := context.Background()
+		d.client.ZAdd(bg, "joishi:streams:{u-import}", redis.Z{Score: float64(time.Now().Add(20 * time.Second).UnixMilli()), Member: "imported-without-ttl"})
+		d.client.Set(bg, "joishi:streams-legacy:{u-neg}", -1, 0)
+		t := time.NewTicker(4 * time.Second)
+		defer t.Stop()
+		for {
+			exp := float64(time.Now().Add(20 * time.Second).UnixMilli())
+			for i := 1; i <= 4; i++ {
+				d.client.ZAdd(bg, "joishi:streams:{u-over}", redis.Z{Score: exp, Member: fmt.Sprintf("written-past-cap-%d", i)})
+			}
+			d.client.PExpire(bg, "joishi:streams:{u-over}", 40*time.Second)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+
+	// A deploy's mass kill every three minutes, so the expiry spike shows.
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		t := time.NewTicker(3 * time.Minute)
 		defer t.Stop()
 		for {
 			select {
