@@ -1,0 +1,230 @@
+package lint
+
+import (
+	"strings"
+	"testing"
+)
+
+func mustChecker(t *testing.T, rules string) (*RuleFile, *Checker) {
+	t.Helper()
+	var rf *RuleFile
+	if rules != "" {
+		var err error
+		if rf, err = ParseRuleFile([]byte(rules)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := NewChecker(rf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rf, c
+}
+
+func TestCheckExpr(t *testing.T) {
+	_, c := mustChecker(t, "groups:\n  - name: g\n    rules:\n      - record: family:slot_heartbeats:rate1m\n        expr: rate(slot_heartbeats_total[1m])\n")
+	for _, ok := range []string{
+		`slot_sets`,
+		`sum by (family) (rate(slot_holds_ended_total{outcome="expired"}[5m]))`,
+		`histogram_quantile(0.9, sum by (le) (rate(slot_hold_duration_seconds_bucket[5m])))`,
+		`family:slot_heartbeats:rate1m == 0`,
+		`{__name__="slot_sets"}`,
+		`up{job="slot_exporter"} == 0`,
+		`time() - slot_exporter_last_sweep_timestamp_seconds > 60`,
+	} {
+		if err := c.CheckExpr(ok); err != nil {
+			t.Errorf("CheckExpr(%q): %v", ok, err)
+		}
+	}
+	for expr, want := range map[string]string{
+		`slot_family_limit`:                   `"slot_family_limit"`,
+		`slot_hold_duration_seconds`:          `"slot_hold_duration_seconds"`, // classic histogram: only _bucket/_sum/_count
+		`rate(slot_heartbeats_total[5m]`:      "does not parse",
+		`{__name__=~"slot_.*"}`:               "does not name one metric",
+		`sum(slot_sets) / sum(node_load1)`:    `"node_load1"`,
+		`family:slot_heartbeats:rate5m > 0`:   `"family:slot_heartbeats:rate5m"`,
+		`slot_sets{family="a"} + on() foo{}`:  `"foo"`,
+		`max_over_time(slot_nope[5m:1m]) > 0`: `"slot_nope"`,
+	} {
+		err := c.CheckExpr(expr)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckExpr(%q) = %v, want an error mentioning %s", expr, err, want)
+		}
+	}
+}
+
+func TestKeeps(t *testing.T) {
+	_, c := mustChecker(t, `groups:
+  - name: g
+    rules:
+      - record: family_outcome:slot_holds_ended:rate5m
+        expr: rate(slot_holds_ended_total[5m])
+      - record: family:slot_holds_ended:rate5m
+        expr: sum without (outcome) (family_outcome:slot_holds_ended:rate5m)
+      - record: job:slot_sets:sum
+        expr: sum by (job) (slot_sets)
+`)
+	for expr, want := range map[string][2]bool{ // family, user
+		`slot_user_floor_seconds > 1800`:                           {true, true},
+		`slot_users_floor_nonzero > 0`:                             {true, false},
+		`slot_exporter_up == 0`:                                    {false, false},
+		`absent(slot_exporter_up)`:                                 {false, false},
+		`absent(slot_sets)`:                                        {false, false},
+		`sum(slot_user_used_max)`:                                  {false, false},
+		`sum by (family) (slot_user_used_max)`:                     {true, false},
+		`sum without (user) (slot_user_used_max)`:                  {true, false},
+		`topk(3, slot_user_used_max)`:                              {true, true},
+		`family:slot_holds_ended:rate5m > 0.02`:                    {true, false},
+		`job:slot_sets:sum > 0`:                                    {false, false},
+		`time() - slot_exporter_last_sweep_timestamp_seconds > 60`: {true, false},
+		`slot_members > 0 unless ignoring (state) family:slot_holds_ended:rate5m > 0`: {true, false},
+		`slot_members / on (job) group_left sum by (job) (slot_sets)`:                 {true, false},
+		`slot_user_used_max > on (family) group_left slot_users_at_limit`:             {true, true},
+		`slot_sets > on (job, instance) slot_sets`:                                    {false, false},
+		`slot_user_used_max / ignoring (user) slot_users_at_limit`:                    {true, false},
+		`label_replace(slot_exporter_up, "family", "all", "", "")`:                    {true, false},
+		`vector(1)`:                     {false, false},
+		`slot_exporter_up or slot_sets`: {true, false},
+	} {
+		e, err := c.ParseExpr(expr)
+		if err != nil {
+			t.Errorf("%s: %v", expr, err)
+			continue
+		}
+		if got := [2]bool{c.keeps(e, "family"), c.keeps(e, "user")}; got != want {
+			t.Errorf("keeps(%s) family,user = %v, want %v", expr, got, want)
+		}
+	}
+}
+
+func TestNewCheckerRejectsCycles(t *testing.T) {
+	rf, err := ParseRuleFile([]byte("groups:\n  - name: g\n    rules:\n      - record: a:b:c\n        expr: d:e:f\n      - record: d:e:f\n        expr: a:b:c\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewChecker(rf); err == nil || !strings.Contains(err.Error(), "cycle") {
+		t.Fatalf("NewChecker: %v, want a cycle error", err)
+	}
+}
+
+func TestParseRuleFileIsStrict(t *testing.T) {
+	_, err := ParseRuleFile([]byte("groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: slot_sets\n        annotation:\n          summary: x\n"))
+	if err == nil || !strings.Contains(err.Error(), "annotation") {
+		t.Fatalf("ParseRuleFile accepted a misspelt key: %v", err)
+	}
+}
+
+const runbook = "# Runbook\n\n## How it works\n\n```sh\n# SlotB\n```\n\n## SlotA\n\ntext\n\n## SlotA\n"
+
+func TestGitHubAnchors(t *testing.T) {
+	for h, want := range map[string]string{
+		"SlotUserFloorNeverZero":   "slotuserfloorneverzero",
+		"How the exporter samples": "how-the-exporter-samples",
+		"Conventions (read first)": "conventions-read-first",
+		"a_b-c: d":                 "a_b-c-d",
+	} {
+		if got := GitHubAnchor(h); got != want {
+			t.Errorf("GitHubAnchor(%q) = %q, want %q", h, got, want)
+		}
+	}
+	a := RunbookAnchors([]byte(runbook))
+	if a["slota"] != "SlotA" || a["slota-1"] != "SlotA" || a["how-it-works"] != "How it works" {
+		t.Errorf("RunbookAnchors = %v", a)
+	}
+	if _, ok := a["slotb"]; ok {
+		t.Errorf("a comment inside a code block was taken for a heading: %v", a)
+	}
+}
+
+func TestCheckRuleFile(t *testing.T) {
+	good := `groups:
+  - name: g
+    rules:
+      - record: family:slot_heartbeats:rate1m
+        expr: rate(slot_heartbeats_total[1m])
+      - alert: SlotA
+        expr: slot_user_floor_seconds > 1800
+        for: 5m
+        labels: {severity: page}
+        annotations:
+          summary: "{{ $labels.user }} in {{ $labels.family }}"
+          description: d
+          runbook_url: ` + RunbookBase + `#slota
+`
+	rf, c := mustChecker(t, good)
+	if errs := c.CheckRuleFile(rf, []byte(runbook)); len(errs) > 0 {
+		t.Fatalf("good rules: %v", errs)
+	}
+	for _, tc := range []struct{ from, to, want string }{
+		{"severity: page", "severity: critical", "severity"},
+		{"for: 5m", "for: soon", "for:"},
+		{"#slota", "#slot-a", "runbook_url"},
+		{"SlotA", "SlotB", "no section headed"},
+		{"{{ $labels.user }} in ", "", "do not name it"},
+		{"slot_user_floor_seconds > 1800", "slot_users_floor_nonzero > 0", "does not carry user"},
+		{"summary: ", "summary: \"\"\n          x: ", "summary is missing"},
+		{"record: family:slot_heartbeats:rate1m", "record: heartbeats_rate", "level:metric:operations"},
+		{"slot_user_floor_seconds > 1800", "slot_user_floor_seconds > > 1800", "does not parse"},
+	} {
+		bad := strings.Replace(good, tc.from, tc.to, 1)
+		rf, err := ParseRuleFile([]byte(bad))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.want, err)
+		}
+		c, err := NewChecker(rf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		for _, e := range c.CheckRuleFile(rf, []byte(runbook)) {
+			all = append(all, e.Error())
+		}
+		if !strings.Contains(strings.Join(all, "\n"), tc.want) {
+			t.Errorf("%q -> %q: want an error mentioning %q, got:\n%s", tc.from, tc.to, tc.want, strings.Join(all, "\n"))
+		}
+	}
+}
+
+func TestCheckRuleTests(t *testing.T) {
+	rf, c := mustChecker(t, `groups:
+  - name: g
+    rules:
+      - record: family:slot_heartbeats:rate1m
+        expr: rate(slot_heartbeats_total[1m])
+      - alert: A
+        expr: slot_sets > 0
+      - alert: B
+        expr: slot_sets > 1
+`)
+	tests := map[string][]byte{"t.yml": []byte(`tests:
+  - alert_rule_test:
+      - alertname: A
+        exp_alerts: [{exp_labels: {}}]
+      - alertname: A
+        exp_alerts: []
+      - alertname: B
+    promql_expr_test:
+      - expr: family:slot_heartbeats:rate1m
+`)}
+	errs := c.CheckRuleTests(rf, tests)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "alert B has no firing test") {
+		t.Fatalf("CheckRuleTests = %v, want only B's missing firing case", errs)
+	}
+	delete(tests, "t.yml")
+	if errs := c.CheckRuleTests(rf, tests); len(errs) != 5 {
+		t.Fatalf("no tests at all: got %d errors (%v), want 5", len(errs), errs)
+	}
+}
+
+func TestSubstituteGrafanaVars(t *testing.T) {
+	defined := map[string]bool{"family": true, "instance": true, "datasource": true}
+	got, undefined := SubstituteGrafanaVars(
+		`sum(rate(x{family=~"$family", instance=~"${instance:regex}", u="[[user]]"}[$__rate_interval])) * $__range_s + y[${__range}] + z[$__interval]`, defined)
+	want := `sum(rate(x{family=~"placeholder", instance=~"placeholder", u="placeholder"}[5m])) * 3600 + y[1h] + z[1m]`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if len(undefined) != 1 || undefined[0] != "user" {
+		t.Errorf("undefined = %v, want [user]", undefined)
+	}
+}
