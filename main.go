@@ -22,6 +22,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	kitlog "github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
@@ -103,7 +104,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logger.Info("starting "+name, "version", version.Info(), "build_context", version.BuildContext())
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(versioncollector.NewCollector("slot_exporter"))
+	reg.MustRegister(
+		versioncollector.NewCollector("slot_exporter"),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
 	reg.MustRegister(collector.New(e.snapshot, e.reloadOK.Load))
 
 	mux := http.NewServeMux()
