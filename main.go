@@ -151,7 +151,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// ErrorLog: failed TLS handshakes and the like go through the
+	// exporter's logger and its format, not straight to stderr.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, webFlags, logger) }()
 	select {

@@ -62,7 +62,7 @@ func NewSweeper(cfg *config.Config, client redis.UniversalClient, logger *slog.L
 		fam := &cfg.Families[i]
 		r := newFamilyRunner(fam, cfg, s)
 		if p := old[fam.Name]; p != nil && p.fam.Kind == fam.Kind {
-			r.members, r.floor, r.totals, r.runIDs = p.members, p.floor, p.totals, p.runIDs
+			r.members, r.floor, r.totals, r.runIDs, r.restarted = p.members, p.floor, p.totals, p.runIDs, p.restarted
 			r.lastSuccess = p.lastSuccess
 			r.snap.Store(p.snap.Load())
 		}
@@ -140,15 +140,22 @@ type familyRunner struct {
 	unit     float64 // milliseconds per score unit
 	budget   *rate.Limiter
 
-	members     *MemberTracker
-	floor       *FloorTracker
-	totals      FamilyTotals
-	runIDs      map[string]string
+	members *MemberTracker
+	floor   *FloorTracker
+	totals  FamilyTotals
+	runIDs  map[string]string
+	// restarted is set when a node's run_id changes and cleared by the
+	// next successful sweep: the sweep that notices a restart may fail
+	// after recording the new run_id, and the vanished holds must still
+	// count as lost when a later sweep ends them.
+	restarted   bool
 	lastSuccess time.Time
 	lastGauges  FamilyGauges
 	digest      *xxhash.Digest
-	scanMu      sync.Mutex
-	scanned     map[string]scanMark // discovery: notify only
+	// noRunIDWarned: the missing-INFO warning is logged once.
+	noRunIDWarned bool
+	scanMu        sync.Mutex
+	scanned       map[string]scanMark // discovery: notify only
 
 	snap atomic.Pointer[FamilySnapshot]
 }
@@ -246,7 +253,11 @@ type sweepState struct {
 	g        FamilyGauges
 	carry    Carry
 	seenKeys map[uint64]struct{} // only with several nodes
-	missed   int
+	// moved are keys a node redirected: they changed nodes mid-sweep and
+	// are read again through the cluster (rereadMoved).
+	moved     []string
+	rereading bool
+	missed    int // moved keys that could not be read even then
 }
 
 func (r *familyRunner) sweep(ctx context.Context) (FamilyGauges, error) {
@@ -269,14 +280,18 @@ func (r *familyRunner) sweep(ctx context.Context) (FamilyGauges, error) {
 	r.s.skewNanos.Store(int64(mid.Sub(t)))
 	r.s.haveClock.Store(true)
 
-	restarted := false
 	for _, n := range nodes {
 		id := runID(ctx, n.c)
 		if prev, ok := r.runIDs[n.addr]; ok && id != "" && prev != "" && prev != id {
-			restarted = true
+			r.restarted = true
 		}
 		if id != "" {
 			r.runIDs[n.addr] = id
+		} else if !r.noRunIDWarned {
+			// Without INFO the sweep still works, but an emptied keyspace
+			// cannot be told from mass releases.
+			r.noRunIDWarned = true
+			r.log().Warn("INFO server gave no run_id (not permitted by ACL?): a Redis restart will be counted as releases and expiries, not as lost", "node", n.addr)
 		}
 	}
 
@@ -323,7 +338,12 @@ func (r *familyRunner) sweep(ctx context.Context) (FamilyGauges, error) {
 		}
 		return FamilyGauges{}, err
 	}
+	if len(st.moved) > 0 {
+		r.rereadMoved(ctx, st, plan, zc)
+	}
 
+	restarted := r.restarted
+	r.restarted = false
 	ended := r.members.Sweep(st.now, st.carry, restarted)
 	r.totals.Ended[OutcomeReleased] += uint64(ended.Released)
 	r.totals.Ended[OutcomeExpired] += uint64(ended.Expired)
@@ -331,12 +351,11 @@ func (r *familyRunner) sweep(ctx context.Context) (FamilyGauges, error) {
 	for _, d := range ended.Durations {
 		r.totals.observeHold(d)
 	}
-	if restarted {
-		r.log().Warn("Redis restarted (run_id changed): holds that vanished are counted as lost, not released",
+	if restarted && r.fam.Kind != config.KindCounter {
+		// A Sentinel failover changes the run_id too: the promoted
+		// replica is a different server.
+		r.log().Warn("Redis run_id changed (restart or failover): holds that vanished since the last sweep are counted as lost, not released",
 			"lost", ended.Lost)
-	}
-	if st.missed > 0 {
-		r.log().Warn("keys moved between nodes during the sweep; their members are carried to the next sweep", "keys", st.missed)
 	}
 
 	ms := func(d time.Duration) int64 { return d.Milliseconds() }
@@ -369,14 +388,31 @@ func (t *FamilyTotals) observeHold(sec float64) {
 
 // apply folds one key's read into the sweep.
 func (r *familyRunner) apply(st *sweepState, kr *keyRead) {
-	r.totals.KeysScanned++
-	if kr.gone {
-		return
-	}
 	kh := xxhash.Sum64String(kr.key)
 	if kr.missed {
+		// Not read here: it counts as scanned where it is read.
+		if !st.rereading {
+			st.moved = append(st.moved, kr.key)
+			return
+		}
 		st.missed++
 		st.carry[uint32(kh)] = struct{}{}
+		if user, ok := r.fam.UserOf(kr.key); ok {
+			r.floor.keep(xxhash.Sum64String(user), user)
+		}
+		return
+	}
+	if st.seenKeys != nil {
+		// A key that changed nodes mid-sweep can be read on both.
+		if _, dup := st.seenKeys[kh]; dup {
+			return
+		}
+		if !kr.gone {
+			st.seenKeys[kh] = struct{}{}
+		}
+	}
+	r.totals.KeysScanned++
+	if kr.gone {
 		return
 	}
 	if kr.skip {
@@ -387,12 +423,6 @@ func (r *familyRunner) apply(st *sweepState, kr *keyRead) {
 	if !ok {
 		r.totals.Skipped[SkipBadUser]++
 		return
-	}
-	if st.seenKeys != nil {
-		if _, dup := st.seenKeys[kh]; dup {
-			return
-		}
-		st.seenKeys[kh] = struct{}{}
 	}
 	uh := xxhash.Sum64String(user)
 	st.g.Sets++

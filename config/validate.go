@@ -306,8 +306,10 @@ func checkAddr(path, addr string, urlOK bool) (db int, err error) {
 		rest = addr
 	}
 	// Whatever sits before the last @ is userinfo, or a mangled URL that
-	// url.Parse would misread; a ':' there is a password.
-	if at := strings.LastIndex(rest, "@"); at >= 0 && strings.Contains(rest[:at], ":") {
+	// url.Parse would misread. redis-cli reads a lone "secret@" as a
+	// password, so any userinfo is refused, and never echoed: the user
+	// name goes in redis.username.
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
 		return 0, fmt.Errorf("%s: %s", path, errPasswordInConfig)
 	}
 	if !isURL {

@@ -4,6 +4,7 @@
 package redisconn
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -23,9 +24,17 @@ const dialRetries = 1
 // New returns a client for r. It does not connect: an unreachable Redis is
 // the sweeper's to report, not a reason to refuse to start.
 func New(r *config.Redis) (redis.UniversalClient, error) {
-	password, err := r.Password()
-	if err != nil {
+	// Read once here so that an unreadable password file refuses the
+	// config; connections read it again through credentials.
+	if _, err := r.Password(); err != nil {
 		return nil, err
+	}
+	rc := *r
+	credentials := func(username string) func(context.Context) (string, string, error) {
+		return func(context.Context) (string, string, error) {
+			p, err := rc.Password()
+			return username, p, err
+		}
 	}
 	tlsCfg, err := TLSConfig(r)
 	if err != nil {
@@ -43,14 +52,14 @@ func New(r *config.Redis) (redis.UniversalClient, error) {
 			addrs = []string{r.Addr}
 		}
 		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: hostPorts(addrs), Username: r.Username, Password: password, TLSConfig: tlsCfg,
+			Addrs: hostPorts(addrs), CredentialsProviderContext: credentials(r.Username), TLSConfig: tlsCfg,
 			DialTimeout: dial, ReadOnly: replica, ContextTimeoutEnabled: true, DisableIdentity: true,
 			ReadTimeout: 10 * time.Second, DialerRetries: dialRetries,
 		}), nil
 	case config.ModeSentinel:
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: r.MasterName, SentinelAddrs: hostPorts(r.Addrs),
-			Username: r.Username, Password: password, DB: r.DB, TLSConfig: tlsCfg,
+			CredentialsProviderContext: credentials(r.Username), DB: r.DB, TLSConfig: tlsCfg,
 			DialTimeout: dial, ReplicaOnly: replica, ContextTimeoutEnabled: true, DisableIdentity: true,
 			ReadTimeout: 10 * time.Second, DialerRetries: dialRetries,
 		}), nil
@@ -69,9 +78,10 @@ func New(r *config.Redis) (redis.UniversalClient, error) {
 	if r.Username != "" {
 		opt.Username = r.Username
 	}
-	if password != "" {
-		opt.Password = password
-	}
+	// Every new connection reads the password afresh: a rotated
+	// password_file needs no reload, and dropped connections log in with
+	// the current one.
+	opt.CredentialsProviderContext = credentials(opt.Username)
 	if r.DB != 0 {
 		opt.DB = r.DB
 	}
