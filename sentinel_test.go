@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slotexporter/slot_exporter/internal/redistest"
+)
+
+const sentinelConfig = `
+redis:
+  mode: sentinel
+  addrs: [%q]
+  master_name: m
+sampling:
+  interval: 200ms
+  timeout: 1s
+  window: 1s
+families:
+  - name: streams
+    kind: slotset
+    match: "joishi:streams:*"
+    user: '^joishi:streams:\{?([^}]+)\}?$'
+    limit: 3
+    ttl: 120s
+    heartbeat_interval: 20s
+    max_hold: 15m
+  - name: legacy
+    kind: counter
+    match: "joishi:streams-legacy:*"
+    limit: 3
+`
+
+// TestSentinelFailover: the exporter finds the master through Sentinel,
+// keeps answering while the master is down, and samples the promoted
+// replica after the failover without a restart, with the same numbers.
+func TestSentinelFailover(t *testing.T) {
+	master := redistest.Start(t)
+	seed(t, master.Client())
+	replica := redistest.StartReplica(t, master)
+	redistest.WaitReplicated(t, master, 1)
+	sent := redistest.StartSentinel(t, "m", master, redistest.SentinelOptions{})
+	sent.WaitReplicas(1, 10*time.Second)
+
+	cfg := filepath.Join(t.TempDir(), "slot_exporter.yml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(sentinelConfig, sent.Addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startExporter(t, "--config.file="+cfg)
+	want := map[string]string{
+		`slot_exporter_up`:                                            "1",
+		`slot_sets{family="streams"}`:                                 "6",
+		`slot_members{family="streams",state="live"}`:                 "5",
+		`slot_members{family="streams",state="future"}`:               "1",
+		`slot_acquires_total{family="streams"}`:                       "6",
+		`slot_holds_ended_total{family="streams",outcome="released"}`: "0",
+		`slot_holds_ended_total{family="streams",outcome="lost"}`:     "0",
+		`slot_sets{family="legacy"}`:                                  "2",
+		`slot_counters_negative{family="legacy"}`:                     "1",
+	}
+	check := func(page string) []string {
+		var bad []string
+		for s, v := range want {
+			if got := metric(page, s); got != v {
+				bad = append(bad, fmt.Sprintf("%s = %q, want %s", s, got, v))
+			}
+		}
+		return bad
+	}
+	var page string
+	waitFor(t, 10*time.Second, "first sweep through sentinel", func() bool {
+		_, page = p.get(t, "/metrics")
+		return len(check(page)) == 0
+	})
+	errsBefore := metric(page, `slot_exporter_sweep_errors_total{family="streams"}`)
+
+	master.Kill()
+	killed := time.Now()
+	newMaster := sent.WaitMasterNot(master.Addr, 20*time.Second)
+	if newMaster != replica.Addr {
+		t.Fatalf("sentinel promoted %s, want the replica %s", newMaster, replica.Addr)
+	}
+	t.Logf("failover took %s", time.Since(killed).Round(10*time.Millisecond))
+
+	// Sampling resumes on the promoted replica, which had every key.
+	var errsAfter string
+	waitFor(t, 20*time.Second, "sampling on the new master", func() bool {
+		_, page = p.get(t, "/metrics")
+		errsAfter = metric(page, `slot_exporter_sweep_errors_total{family="streams"}`)
+		return len(check(page)) == 0
+	})
+	if errsAfter == errsBefore {
+		t.Errorf("sweep errors stayed at %s across a dead master: the outage went unreported", errsBefore)
+	}
+	// Several intervals later nothing fails any more.
+	time.Sleep(time.Second)
+	_, page = p.get(t, "/metrics")
+	if e := metric(page, `slot_exporter_sweep_errors_total{family="streams"}`); e != errsAfter {
+		t.Errorf("sweep errors still rising after the failover: %s -> %s", errsAfter, e)
+	}
+	for _, bad := range check(page) {
+		t.Error(bad)
+	}
+	if c, _ := p.get(t, "/-/ready"); c != 200 {
+		t.Errorf("/-/ready after failover: %d", c)
+	}
+	if strings.Count(p.logs.String(), "sweep failed") == 0 {
+		t.Errorf("no sweep failure logged while the master was down")
+	}
+}
