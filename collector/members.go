@@ -2,19 +2,49 @@ package collector
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
 )
 
-// memberRec is what the exporter remembers of one slot-set member between
-// sweeps. It is kept small on purpose: a million sets hold about 1.6 million
-// of these, so the member itself is only known by a 64-bit hash.
-type memberRec struct {
+// memberSlot is what the exporter remembers of one slot-set member between
+// sweeps. A million sets hold about 1.6 million of these, so it is 24 bytes
+// without pointers (the garbage collector never scans the table): the
+// member is known by a hash, and times by the generation (the sweep) they
+// were seen in.
+type memberSlot struct {
+	// h is the low half of the key's hash (which lets a key that could
+	// not be read keep its members) over the low half of the member's;
+	// 0 marks a free slot.
+	h     uint64
 	score float64 // last score seen, milliseconds
-	first int64   // Redis time (ms) of the sweep that first saw it
-	last  int64   // Redis time (ms) of the last sweep that saw it
-	key   uint32  // low half of the key's hash: lets a key that could not be read keep its members
-	state MemberState
+	first uint32  // generation of the sweep that first saw it
+	// genState is the generation of the last sweep that saw it (low 29
+	// bits: 85 years of 5-second sweeps) and its state then (top 3 bits).
+	genState uint32
+}
+
+const (
+	genBits  = 29
+	genMask  = 1<<genBits - 1
+	maxLoad  = 0.8 // linear probing stays short below this
+	minSlots = 64
+)
+
+func (s *memberSlot) gen() uint32             { return s.genState & genMask }
+func (s *memberSlot) state() MemberState      { return MemberState(s.genState >> genBits) }
+func (s *memberSlot) key() uint32             { return uint32(s.h >> 32) }
+func packGen(g uint32, st MemberState) uint32 { return g&genMask | uint32(st)<<genBits }
+
+// slotHash is a member's identity in the table. Two members of one key
+// share it only if their hashes agree on 32 bits: about one key in four
+// billion with two members.
+func slotHash(h, keyHash uint64) uint64 {
+	s := uint64(uint32(keyHash))<<32 | uint64(uint32(h))
+	if s == 0 {
+		s = 1 // 0 marks a free slot
+	}
+	return s
 }
 
 // memberHash identifies a member of a key. The separator byte keeps
@@ -44,43 +74,132 @@ type Ended struct {
 // MemberTracker remembers each member's first-seen time and last score
 // across sweeps, and turns differences between sweeps into acquires,
 // heartbeats and ended holds.
+//
+// It is an open-addressing hash table with linear probing rather than a Go
+// map: one probe finds or places a member (a map needs a lookup and an
+// assignment), the slots are smaller than a map's, and the table shrinks
+// again after the keyspace does.
 type MemberTracker struct {
-	m map[uint64]memberRec
+	slots []memberSlot
+	n     int
+	// Each distinct Redis time passed to Observe is a generation; a slot
+	// keeps the generation that last saw it rather than the time, and
+	// genTime maps the generations still referenced back to times.
+	gen     uint32
+	genNow  int64
+	genTime map[uint32]int64
+	refs    []uint64 // scratch for Sweep
+
+	// m ranges like the map this table replaced, for code written
+	// against it (topology.go's carryUnseen); new code uses markUnseen.
+	m func(yield func(uint64, memberRec) bool)
+}
+
+// memberRec is the view of a slot that m yields.
+type memberRec struct {
+	last int64
+	key  uint32
 }
 
 // NewMemberTracker returns an empty tracker.
 func NewMemberTracker() *MemberTracker {
-	return &MemberTracker{m: make(map[uint64]memberRec)}
+	t := &MemberTracker{genTime: map[uint32]int64{}}
+	t.m = func(yield func(uint64, memberRec) bool) {
+		for i := range t.slots {
+			s := &t.slots[i]
+			if s.h != 0 && !yield(s.h, memberRec{last: t.genTime[s.gen()], key: s.key()}) {
+				return
+			}
+		}
+	}
+	return t
+}
+
+// markUnseen adds to c the key of every member not seen at Redis time now,
+// so that none of them ends in this sweep.
+func (t *MemberTracker) markUnseen(now int64, c Carry) {
+	for i := range t.slots {
+		s := &t.slots[i]
+		if s.h != 0 && (now != t.genNow || s.gen() != t.gen) {
+			c[s.key()] = struct{}{}
+		}
+	}
 }
 
 // Len is the number of tracked members.
-func (t *MemberTracker) Len() int { return len(t.m) }
+func (t *MemberTracker) Len() int { return t.n }
+
+// home is where h's probe starts. The multiplication spreads the member
+// half of h into the high bits, so that the members of one key do not
+// all start at the same place.
+func (t *MemberTracker) home(h uint64) int {
+	hi, _ := bits.Mul64(h*0x9E3779B97F4A7C15, uint64(len(t.slots)))
+	return int(hi)
+}
+
+// find returns the slot holding h, or the free slot where it belongs.
+func (t *MemberTracker) find(h uint64) *memberSlot {
+	i := t.home(h)
+	for {
+		s := &t.slots[i]
+		if s.h == h || s.h == 0 {
+			return s
+		}
+		if i++; i == len(t.slots) {
+			i = 0
+		}
+	}
+}
+
+// resize rehashes into a table of n slots.
+func (t *MemberTracker) resize(n int) {
+	old := t.slots
+	t.slots = make([]memberSlot, max(n, minSlots))
+	for i := range old {
+		if old[i].h != 0 {
+			*t.find(old[i].h) = old[i]
+		}
+	}
+}
 
 // Observe records one member seen at Redis time now (ms) with the given
-// score (ms). hb is the family's heartbeat interval in ms.
+// score (ms). rules.Heartbeat is the family's heartbeat interval in ms.
 func (t *MemberTracker) Observe(h uint64, keyHash uint64, score float64, now int64, rules *SlotRules) Observation {
-	rec, ok := t.m[h]
+	h = slotHash(h, keyHash)
+	if now != t.genNow || t.gen == 0 {
+		t.gen = (t.gen + 1) & genMask
+		if t.gen == 0 {
+			t.gen = 1
+		}
+		t.genNow = now
+		t.genTime[t.gen] = now
+	}
+	if float64(t.n+1) > maxLoad*float64(len(t.slots)) {
+		t.resize(len(t.slots) * 3 / 2)
+	}
+	s := t.find(h)
 	var o Observation
+	first := now
 	switch {
-	case !ok:
+	case s.h == 0:
 		o.New = true
-		rec = memberRec{score: score, first: now, key: uint32(keyHash)}
-	case rec.last == now:
-		return Observation{State: rec.state, Duplicate: true}
+		t.n++
+		*s = memberSlot{h: h, score: score, first: t.gen}
+	case s.gen() == t.gen:
+		return Observation{State: s.state(), Duplicate: true}
 	default:
-		if d := score - rec.score; d > 0 && !math.IsInf(d, 0) {
+		if d := score - s.score; d > 0 && !math.IsInf(d, 0) {
 			n := int64(math.Round(d / rules.Heartbeat))
 			if n < 1 {
 				n = 1
 			}
 			o.Heartbeats = n
 		}
-		rec.score = score
+		s.score = score
+		first = t.genTime[s.first]
 	}
-	rec.last = now
-	rec.state = rules.Classify(score, float64(now), float64(rec.first))
-	t.m[h] = rec
-	o.State = rec.state
+	o.State = rules.Classify(score, float64(now), float64(first))
+	s.genState = packGen(t.gen, o.State)
 	return o
 }
 
@@ -95,23 +214,103 @@ type Carry map[uint32]struct{}
 // vanished at once (Redis restarted empty): every gone member is lost.
 func (t *MemberTracker) Sweep(now int64, carry Carry, lost bool) Ended {
 	var e Ended
-	for h, rec := range t.m {
-		if rec.last == now {
+	seen := uint32(0) // generations start at 1
+	if now == t.genNow {
+		seen = t.gen
+	}
+	// Generations a surviving member refers to, as bits from the oldest
+	// one still remembered: the times of the others are forgotten below.
+	oldest := t.gen
+	for g := range t.genTime {
+		oldest = min(oldest, g)
+	}
+	if n := int((t.gen-oldest)/64 + 1); cap(t.refs) < n {
+		t.refs = make([]uint64, n)
+	}
+	refs := t.refs[:(t.gen-oldest)/64+1]
+	clear(refs)
+	ref := func(g uint32) { refs[(g-oldest)/64] |= 1 << ((g - oldest) % 64) }
+	ref(t.gen)
+	// Deleting with a backward shift keeps probe chains whole without
+	// tombstones. Starting just past a free slot, an entry that a shift
+	// moves always lands on the position being examined, never on one
+	// already passed, so each entry is examined exactly once.
+	start := 0
+	for start < len(t.slots) && t.slots[start].h != 0 {
+		start++
+	}
+	for k := 0; k < len(t.slots); {
+		i := start + k
+		if i >= len(t.slots) {
+			i -= len(t.slots)
+		}
+		s := &t.slots[i]
+		if s.h == 0 {
+			k++
 			continue
 		}
-		if _, ok := carry[rec.key]; ok {
+		g := s.gen()
+		if g == seen {
+			ref(s.first)
+			k++
 			continue
 		}
-		delete(t.m, h)
-		switch {
+		if _, ok := carry[s.key()]; ok {
+			ref(s.first)
+			ref(g)
+			k++
+			continue
+		}
+		switch st := s.state(); {
 		case lost:
 			e.Lost++
-		case rec.state == StateStale || rec.state == StateExpired:
+		case st == StateStale || st == StateExpired:
 			e.Expired++
 		default:
 			e.Released++
 		}
-		e.Durations = append(e.Durations, float64(rec.last-rec.first)/1000)
+		e.Durations = append(e.Durations, float64(t.genTime[g]-t.genTime[s.first])/1000)
+		t.delete(i) // the entry shifted into i, if any, is examined next
+	}
+	for g := range t.genTime {
+		if refs[(g-oldest)/64]&(1<<((g-oldest)%64)) == 0 {
+			delete(t.genTime, g)
+		}
+	}
+	if len(t.slots) > minSlots && float64(t.n) < 0.2*float64(len(t.slots)) {
+		t.resize(int(float64(t.n) / 0.5))
 	}
 	return e
+}
+
+// delete frees slot i and shifts back the entries after it whose home is
+// at or before i, so that every entry stays reachable from its home.
+func (t *MemberTracker) delete(i int) {
+	n := len(t.slots)
+	t.n--
+	j := i
+	for {
+		t.slots[i] = memberSlot{}
+		for {
+			if j++; j == n {
+				j = 0
+			}
+			if t.slots[j].h == 0 {
+				return
+			}
+			// The entry at j may move to i unless its home lies
+			// cyclically in (i, j].
+			k := t.home(t.slots[j].h)
+			if i <= j {
+				if i < k && k <= j {
+					continue
+				}
+			} else if i < k || k <= j {
+				continue
+			}
+			break
+		}
+		t.slots[i] = t.slots[j]
+		i = j
+	}
 }

@@ -261,6 +261,9 @@ type sweepState struct {
 }
 
 func (r *familyRunner) sweep(ctx context.Context) (FamilyGauges, error) {
+	// Taken before the nodes are listed, so that a slot that changes
+	// hands in between is caught by settle.
+	start := r.slotView(ctx)
 	nodes, err := r.s.topo.Nodes(ctx)
 	if err != nil {
 		return FamilyGauges{}, fmt.Errorf("listing nodes: %w", err)
@@ -296,7 +299,7 @@ func (r *familyRunner) sweep(ctx context.Context) (FamilyGauges, error) {
 	}
 
 	st := &sweepState{now: t.UnixMilli(), carry: Carry{}}
-	if len(nodes) > 1 {
+	if len(nodes) > 1 || start != nil {
 		st.seenKeys = make(map[uint64]struct{})
 	}
 	plan := &readPlan{
@@ -338,13 +341,16 @@ func (r *familyRunner) sweep(ctx context.Context) (FamilyGauges, error) {
 		}
 		return FamilyGauges{}, err
 	}
-	if len(st.moved) > 0 {
-		r.rereadMoved(ctx, st, plan, zc)
-	}
+	deferEnds := r.settle(ctx, st, plan, zc, start)
 
-	restarted := r.restarted
-	r.restarted = false
-	ended := r.members.Sweep(st.now, st.carry, restarted)
+	// A deferred sweep ends nothing, and a restart it noticed is for the
+	// sweep that does.
+	restarted := r.restarted && !deferEnds
+	var ended Ended
+	if !deferEnds {
+		r.restarted = false
+		ended = r.members.Sweep(st.now, st.carry, restarted)
+	}
 	r.totals.Ended[OutcomeReleased] += uint64(ended.Released)
 	r.totals.Ended[OutcomeExpired] += uint64(ended.Expired)
 	r.totals.Ended[OutcomeLost] += uint64(ended.Lost)
@@ -467,9 +473,8 @@ func (r *familyRunner) apply(st *sweepState, kr *keyRead) {
 	latest := math.Inf(-1)
 	now := st.now
 	for _, z := range kr.members {
-		m, _ := z.Member.(string)
 		score := z.Score * r.unit
-		o := r.members.Observe(memberHash(r.digest, kr.key, m), kh, score, now, &r.rules)
+		o := r.members.Observe(z.Hash, kh, score, now, &r.rules)
 		if o.Duplicate {
 			continue
 		}
