@@ -90,40 +90,11 @@ type MemberTracker struct {
 	genTime map[uint32]int64
 	refs    []uint64 // scratch for Sweep
 
-	// m ranges like the map this table replaced, for code written
-	// against it (topology.go's carryUnseen); new code uses markUnseen.
-	m func(yield func(uint64, memberRec) bool)
-}
-
-// memberRec is the view of a slot that m yields.
-type memberRec struct {
-	last int64
-	key  uint32
 }
 
 // NewMemberTracker returns an empty tracker.
 func NewMemberTracker() *MemberTracker {
-	t := &MemberTracker{genTime: map[uint32]int64{}}
-	t.m = func(yield func(uint64, memberRec) bool) {
-		for i := range t.slots {
-			s := &t.slots[i]
-			if s.h != 0 && !yield(s.h, memberRec{last: t.genTime[s.gen()], key: s.key()}) {
-				return
-			}
-		}
-	}
-	return t
-}
-
-// markUnseen adds to c the key of every member not seen at Redis time now,
-// so that none of them ends in this sweep.
-func (t *MemberTracker) markUnseen(now int64, c Carry) {
-	for i := range t.slots {
-		s := &t.slots[i]
-		if s.h != 0 && (now != t.genNow || s.gen() != t.gen) {
-			c[s.key()] = struct{}{}
-		}
-	}
+	return &MemberTracker{genTime: map[uint32]int64{}}
 }
 
 // Len is the number of tracked members.

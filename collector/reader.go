@@ -48,8 +48,11 @@ type slotMember struct {
 }
 
 // readDepth is how many batches of reads are in flight on a raw
-// connection: the next batch waits in Redis while the exporter parses the
-// previous one, so Redis is never idle between batches.
+// connection: later batches wait in Redis while the exporter parses the
+// earliest one, so Redis is not left idle when the exporter is slow to be
+// scheduled. Two were enough in theory; four measured about 10% faster at
+// 1M keys on two cores shared with Redis. The cost is Redis's output
+// buffer for that many batches' replies.
 const readDepth = 4
 
 // readPlan is what a family needs from Redis for each key.

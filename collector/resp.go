@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -24,8 +25,8 @@ import (
 // every command is an object with boxed arguments and every member a string
 // in an interface, which made the client, not Redis, the bottleneck. The
 // connection is opened with the client's own dialer (so TLS, sentinel
-// master discovery and unix sockets are the client's) and authenticated
-// with the client's credentials. SCAN, ZCOUNT and everything else stay on
+// master discovery and unix sockets are the client's), authenticated with
+// the client's credentials, and sends nothing the client would not. SCAN, ZCOUNT and everything else stay on
 // go-redis. A client whose options this cannot reproduce (a credentials
 // provider, an OnConnect hook) is read through go-redis instead.
 
@@ -51,7 +52,23 @@ func rawClient(c redis.Cmdable) *redis.Client {
 	if o.Dialer == nil || o.OnConnect != nil || o.StreamingCredentialsProvider != nil {
 		return nil
 	}
+	if _, known := readOnly(o); !known {
+		return nil
+	}
 	return cl
+}
+
+// readOnly reports go-redis's unexported Options.readOnly, which it sets on
+// the node clients of a cluster client that reads from replicas: those
+// connections must send READONLY. Reading an unexported field takes
+// reflection; should a go-redis release drop the field, known is false and
+// the sweep goes through go-redis rather than guess.
+func readOnly(o *redis.Options) (ro, known bool) {
+	f := reflect.ValueOf(o).Elem().FieldByName("readOnly")
+	if !f.IsValid() || f.Kind() != reflect.Bool {
+		return false, false
+	}
+	return f.Bool(), true
 }
 
 // respConn is one raw connection.
@@ -155,44 +172,47 @@ func credentials(ctx context.Context, o *redis.Options) (string, string, error) 
 	return o.Username, o.Password, nil
 }
 
-// hello authenticates and selects the database the way go-redis does on a
-// RESP2 connection. READONLY lets a cluster replica serve the reads; a
-// server that is not in cluster mode refuses it, which is harmless.
+// hello authenticates, selects the database and, on a cluster replica,
+// sends READONLY, the way go-redis sets up a RESP2 connection. Nothing
+// else is sent: an ACL user limited to the sweep's commands never trips
+// the ACL log.
 func (c *respConn) hello(ctx context.Context, o *redis.Options) error {
 	user, pass, err := credentials(ctx, o)
 	if err != nil {
 		return fmt.Errorf("credentials: %w", err)
 	}
 	c.wbuf = c.wbuf[:0]
-	n := 0
+	var sent []string
 	if pass != "" {
 		if user != "" {
 			c.cmd("AUTH", user, pass)
 		} else {
 			c.cmd("AUTH", pass)
 		}
-		n++
+		sent = append(sent, "AUTH")
 	}
 	if o.DB != 0 {
 		c.cmd("SELECT", strconv.Itoa(o.DB))
-		n++
+		sent = append(sent, "SELECT")
 	}
-	c.cmd("READONLY")
+	if ro, _ := readOnly(o); ro {
+		c.cmd("READONLY")
+		sent = append(sent, "READONLY")
+	}
+	if len(sent) == 0 {
+		return nil
+	}
 	stop, err := c.flush(ctx)
 	defer stop()
 	if err != nil {
 		return err
 	}
-	for i := 0; i <= n; i++ {
+	for _, what := range sent {
 		line, err := c.line()
 		if err != nil {
 			return c.ioErr(ctx, err)
 		}
-		if line[0] == '-' && i < n {
-			what := "AUTH"
-			if pass == "" || i == 1 {
-				what = "SELECT"
-			}
+		if line[0] == '-' {
 			return fmt.Errorf("%s: %s", what, line[1:])
 		}
 	}

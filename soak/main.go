@@ -154,11 +154,11 @@ families:
 	defer cancel()
 	client := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
 	defer client.Close()
-	// 50 x the incident's ~45 heartbeats/s: ~4,500 holders heartbeating
+	// 50 x the incident's ~45 heartbeats/s: ~4,500 in-flight holders heartbeating
 	// every 2 s.
 	sim, err := simulator.Run(ctx, client, simulator.Options{
 		Users: 3000, Limit: 3, KeyPrefix: "joishi:streams:", CounterPrefix: "joishi:streams-legacy:",
-		StreamRate: 75, StreamDuration: 60 * time.Second, TTL: 10 * time.Second, HeartbeatInterval: 2 * time.Second,
+		StreamRate: 95, StreamDuration: 60 * time.Second, TTL: 10 * time.Second, HeartbeatInterval: 2 * time.Second,
 		CrashRate: 0.05, ZombieRate: 0.001, FutureRate: 0.001, NoRefreshRate: 0.02, CounterLeakRate: 0.01, Seed: 42,
 	})
 	if err != nil {

@@ -1,0 +1,538 @@
+package main
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/collector"
+	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/redisconn"
+)
+
+// The exporter side of the bench runs in a child process of its own, so
+// that its heap and RSS are the exporter's alone: not the loader's, the
+// naive client's or the bench's bookkeeping.
+
+type workerOpts struct {
+	role       string
+	addr       string
+	redisPID   int
+	runs       int
+	budget     int
+	timing     timing
+	cpuprofile string
+	trace      string
+	sets       int
+	members    int
+	sweeps     int
+	churn      float64
+	seed       uint64
+}
+
+func benchConfig(addr string, budget int, t timing) string {
+	return fmt.Sprintf(`redis:
+  addr: %s
+sampling:
+  interval: %s
+  timeout: 5m
+  window: %s
+  scan_count: 1000
+  max_keys_per_second: %d
+families:
+  - name: streams
+    kind: slotset
+    match: %q
+    user: %q
+    limit: 3
+    ttl: %dms
+    heartbeat_interval: %dms
+    stale_after: %dms
+    max_hold: %dms
+`, addr, t.interval, t.window, budget, keyMatch, userPattern, t.ttl, t.hb, t.stale, t.maxHold)
+}
+
+func newSweeper(o *workerOpts) (*collector.Sweeper, redis.UniversalClient, error) {
+	cfg, err := config.Parse([]byte(benchConfig(o.addr, o.budget, o.timing)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench config: %w", err)
+	}
+	// The same client the exporter builds from the same config.
+	client, err := redisconn.New(&cfg.Redis)
+	if err != nil {
+		return nil, nil, err
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	return collector.NewSweeper(cfg, client, logger, nil), client, nil
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// sweepRun is one measured sweep.
+type sweepRun struct {
+	Wall     float64            `json:"wall_s"`
+	RedisCPU float64            `json:"redis_cpu_s"`
+	GoCPU    float64            `json:"go_cpu_s"`
+	Cmd      map[string]cmdStat `json:"cmd"`
+}
+
+type memResult struct {
+	HeapAlloc uint64 `json:"heap_alloc"`
+	HeapInuse uint64 `json:"heap_inuse"`
+	HeapSys   uint64 `json:"heap_sys"`
+	Sys       uint64 `json:"sys"`
+	RSS       uint64 `json:"rss"`
+	HWM       uint64 `json:"hwm"`
+}
+
+type metricsResult struct {
+	Median     float64 `json:"median_s"`
+	Max        float64 `json:"max_s"`
+	GzipBytes  int     `json:"gzip_bytes"`
+	PlainBytes int     `json:"plain_bytes"`
+	Series     int     `json:"series"`
+	UserSeries int     `json:"user_series"`
+	Dropped    int     `json:"dropped"`
+}
+
+type sweepResult struct {
+	First          sweepRun       `json:"first"`
+	Runs           []sweepRun     `json:"runs"`
+	Sets           int            `json:"sets"`
+	States         [numStates]int `json:"states"`
+	Members        int            `json:"members"`
+	MembersTracked int            `json:"members_tracked"`
+	UsersTracked   int            `json:"users_tracked"`
+	WithoutTTL     int            `json:"without_ttl"`
+	Early          int            `json:"expiring_early"`
+	Mem            memResult      `json:"mem"`
+	// The two trackers built alone with the same counts, in a process of
+	// their own: what each costs.
+	Trackers trackerResult `json:"trackers"`
+	Metrics  metricsResult `json:"metrics"`
+}
+
+func readMem() memResult {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return memResult{
+		HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse, HeapSys: ms.HeapSys, Sys: ms.Sys,
+		RSS: procStatus("VmRSS"), HWM: procStatus("VmHWM"),
+	}
+}
+
+// measuredSweep runs one sweep between CONFIG RESETSTAT and INFO
+// commandstats, so the stats are the sweep's own.
+func measuredSweep(ctx context.Context, s *collector.Sweeper, admin *redis.Client, pid int) (sweepRun, error) {
+	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+		return sweepRun{}, err
+	}
+	rc0, gc0 := procCPU(pid), selfCPU()
+	t0 := time.Now()
+	if err := s.SweepOnce(ctx); err != nil {
+		return sweepRun{}, err
+	}
+	wall := time.Since(t0)
+	rc1, gc1 := procCPU(pid), selfCPU()
+	st, err := commandStats(ctx, admin)
+	if err != nil {
+		return sweepRun{}, err
+	}
+	// The admin connection's own INFO and CONFIG are not the sweep's.
+	delete(st, "info")
+	delete(st, "config|resetstat")
+	return sweepRun{Wall: wall.Seconds(), RedisCPU: (rc1 - rc0).Seconds(), GoCPU: (gc1 - gc0).Seconds(), Cmd: st}, nil
+}
+
+func runWorker(o *workerOpts) error {
+	o.timing = benchTiming
+	switch o.role {
+	case "sweep":
+		return workerSweep(o)
+	case "churn":
+		return workerChurn(o)
+	case "loop":
+		return workerLoop(o)
+	case "trackers":
+		var r trackerResult
+		r.Members, r.Users = trackerHeaps(o.members, o.sets)
+		return json.NewEncoder(os.Stdout).Encode(r)
+	}
+	return fmt.Errorf("unknown role %q", o.role)
+}
+
+func workerSweep(o *workerOpts) error {
+	ctx := context.Background()
+	var res sweepResult
+	s, client, err := newSweeper(o)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	admin := redis.NewClient(&redis.Options{Addr: o.addr})
+	defer admin.Close()
+
+	// The first sweep meets every member for the first time: map inserts
+	// and acquires. The measured ones are the steady state.
+	if res.First, err = measuredSweep(ctx, s, admin, o.redisPID); err != nil {
+		return err
+	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer f.Close()
+	}
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			return err
+		}
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		_, err = measuredSweep(ctx, s, admin, o.redisPID)
+		trace.Stop()
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	for range o.runs {
+		r, err := measuredSweep(ctx, s, admin, o.redisPID)
+		if err != nil {
+			return err
+		}
+		res.Runs = append(res.Runs, r)
+	}
+	if o.cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
+	snap := s.Snapshot()
+	g := snap.Families[0].Gauges
+	res.Sets, res.MembersTracked, res.UsersTracked = g.Sets, g.MembersTracked, g.UsersTracked
+	res.WithoutTTL, res.Early = g.WithoutTTL, g.ExpiringEarly
+	for i := range numStates {
+		res.States[i] = g.Members[i]
+		res.Members += g.Members[i]
+	}
+	res.Mem = readMem()
+	res.Metrics, err = measureMetrics(s, 30)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+type trackerResult struct {
+	Members uint64 `json:"members"`
+	Users   uint64 `json:"users"`
+}
+
+// trackerHeaps builds a MemberTracker with members members and a
+// FloorTracker with users users on their own and returns the live heap
+// each adds.
+func trackerHeaps(members, users int) (uint64, uint64) {
+	rules := collector.SlotRules{TTL: 120e3, Heartbeat: 20e3, StaleAfter: 40e3, MaxHold: 900e3, Skew: 5e3}
+	h0 := readMem().HeapAlloc
+	mt := collector.NewMemberTracker()
+	for i := range members {
+		h := uint64(i+1) * 0x9E3779B97F4A7C15
+		mt.Observe(h, h>>17, 2e12, 1e12, &rules)
+	}
+	h1 := readMem().HeapAlloc
+	ft := collector.NewFloorTracker()
+	ft.Begin()
+	for i := range users {
+		u := fmt.Sprintf("%012d", i)
+		ft.Add(uint64(i+1)*0x9E3779B97F4A7C15, u, 1, 0)
+	}
+	ft.Commit(1e12, 60e3, 1800e3, 3)
+	h2 := readMem().HeapAlloc
+	runtime.KeepAlive(mt)
+	runtime.KeepAlive(ft)
+	grew := func(a, b uint64) uint64 { return max(b, a) - a }
+	return grew(h0, h1), grew(h1, h2)
+}
+
+// measureMetrics serves the exporter's registry, built as main.go builds it,
+// through promhttp and times whole scrapes the way Prometheus asks for them
+// (text format, gzip).
+func measureMetrics(s *collector.Sweeper, n int) (metricsResult, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		versioncollector.NewCollector("slot_exporter"),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collector.New(s.Snapshot, func() bool { return true }),
+	)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: 10, Timeout: 10 * time.Second,
+	}))
+	defer srv.Close()
+	hc := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	get := func() (time.Duration, []byte, error) {
+		req, _ := http.NewRequest("GET", srv.URL, nil)
+		req.Header.Set("Accept", "text/plain;version=0.0.4;q=0.9,*/*;q=0.1")
+		req.Header.Set("Accept-Encoding", "gzip")
+		t0 := time.Now()
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		d := time.Since(t0)
+		if resp.StatusCode != 200 {
+			return 0, nil, fmt.Errorf("/metrics: %s", resp.Status)
+		}
+		return d, b, err
+	}
+	var res metricsResult
+	var ds []float64
+	var body []byte
+	for i := 0; i < n+2; i++ {
+		d, b, err := get()
+		if err != nil {
+			return res, err
+		}
+		if i >= 2 { // the first scrapes warm up the HTTP connection
+			ds = append(ds, d.Seconds())
+		}
+		body = b
+	}
+	res.Median, res.Max = median(ds), slices.Max(ds)
+	res.GzipBytes = len(body)
+	zr, err := gzip.NewReader(strings.NewReader(string(body)))
+	if err != nil {
+		return res, fmt.Errorf("/metrics is not gzip: %w", err)
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil {
+		return res, err
+	}
+	res.PlainBytes = len(plain)
+	for _, line := range strings.Split(string(plain), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		res.Series++
+		if strings.HasPrefix(line, "slot_user_") {
+			res.UserSeries++
+		}
+		if v, ok := strings.CutPrefix(line, `slot_exporter_user_series_dropped{family="streams"} `); ok {
+			fmt.Sscan(v, &res.Dropped)
+		}
+	}
+	return res, nil
+}
+
+// churnResult samples the exporter's memory across a long run of sweeps
+// over a keyspace that keeps changing.
+type churnSample struct {
+	Sweep   int     `json:"sweep"`
+	Heap    uint64  `json:"heap"`
+	RSS     uint64  `json:"rss"`
+	Tracked int     `json:"tracked"`
+	Members int     `json:"members"`
+	Zombies int     `json:"zombies"`
+	Users   int     `json:"users"`
+	Wall    float64 `json:"wall_s"`
+}
+
+type churnResult struct {
+	Samples    []churnSample `json:"samples"`
+	Ended      uint64        `json:"ended"`
+	Acq        uint64        `json:"acquires"`
+	Heartbeats uint64        `json:"heartbeats"`
+	// Mismatch counts sweeps after which the tracker held a different
+	// number of members than the sweep saw: gone members not forgotten.
+	Mismatch int `json:"mismatch"`
+}
+
+// heartbeatLua is the live holders' heartbeats between two sweeps of the
+// churn run: every member whose score is in the live range gets
+// ZADD XX GT now+ttl, and its key PEXPIRE 2*ttl GT, as limiter.Heartbeat
+// would do. Members that are stale, expired or in the future are left alone.
+var heartbeatLua = redis.NewScript(`
+local n = 0
+for _, k in ipairs(KEYS) do
+  local ms = redis.call('ZRANGEBYSCORE', k, ARGV[1], ARGV[2])
+  for _, m in ipairs(ms) do
+    redis.call('ZADD', k, 'XX', 'GT', ARGV[3], m)
+    n = n + 1
+  end
+  if #ms > 0 then redis.call('PEXPIRE', k, ARGV[4], 'GT') end
+end
+return n
+`)
+
+// workerChurn loads o.sets sets and sweeps o.sweeps times; between sweeps,
+// o.churn of the sets change (half are deleted and replaced by new users'
+// sets, half have all their holders replaced) and the live holders
+// heartbeat.
+func workerChurn(o *workerOpts) error {
+	o.timing = churnTiming
+	ctx := context.Background()
+	s, client, err := newSweeper(o)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	admin := redis.NewClient(&redis.Options{Addr: o.addr, ReadTimeout: time.Minute})
+	defer admin.Close()
+	now, err := admin.Time(ctx).Result()
+	if err != nil {
+		return err
+	}
+	t := o.timing
+	g := newGen(o.seed+1, now.UnixMilli(), t)
+	if _, _, err := load(o.addr, g, 0, o.sets); err != nil {
+		return err
+	}
+	keys := make([]int, o.sets)
+	for i := range keys {
+		keys[i] = i
+	}
+	next := o.sets
+	var res churnResult
+	var st loadStats
+	names := make([]string, 0, 1000)
+	for sw := 1; sw <= o.sweeps; sw++ {
+		t0 := time.Now()
+		if err := s.SweepOnce(ctx); err != nil {
+			return fmt.Errorf("sweep %d: %w", sw, err)
+		}
+		wall := time.Since(t0)
+		f := s.Snapshot().Families[0]
+		members := 0
+		for _, n := range f.Gauges.Members {
+			members += n
+		}
+		if f.Gauges.MembersTracked != members {
+			res.Mismatch++
+		}
+		smp := churnSample{Sweep: sw, Tracked: f.Gauges.MembersTracked, Members: members,
+			Zombies: f.Gauges.Members[stZombie], Users: f.Gauges.UsersTracked, Wall: wall.Seconds()}
+		if sw == 1 || sw%5 == 0 {
+			m := readMem()
+			smp.Heap, smp.RSS = m.HeapAlloc, m.RSS
+		}
+		res.Samples = append(res.Samples, smp)
+		res.Ended = f.Totals.Ended[0] + f.Totals.Ended[1] + f.Totals.Ended[2]
+		res.Acq, res.Heartbeats = f.Totals.Acquires, f.Totals.Heartbeats
+
+		// Churn for the next sweep.
+		g.now = time.Now().UnixMilli()
+		n := int(float64(o.sets) * o.churn)
+		g.buf = g.buf[:0]
+		for j := range n {
+			pos := g.r.IntN(len(keys))
+			g.header(2)
+			g.arg([]byte("DEL"))
+			g.arg([]byte(keyName(keys[pos])))
+			if j%2 == 0 {
+				keys[pos] = next
+				next++
+			}
+			g.set(keyName(keys[pos]), &st)
+		}
+		if err := rawPipe(admin, g.buf); err != nil {
+			return err
+		}
+		// Heartbeats, in batches of 1000 keys.
+		hnow := time.Now().UnixMilli()
+		for i := 0; i < len(keys); i += 1000 {
+			names = names[:0]
+			for _, k := range keys[i:min(i+1000, len(keys))] {
+				names = append(names, keyName(k))
+			}
+			if err := heartbeatLua.Run(ctx, admin, names,
+				fmt.Sprintf("(%d", hnow+t.ttl-t.stale), hnow+t.ttl+5000, hnow+t.ttl, 2*t.ttl).Err(); err != nil {
+				return fmt.Errorf("heartbeats: %w", err)
+			}
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// rawPipe sends ready-made RESP commands with redis-cli --pipe.
+func rawPipe(admin *redis.Client, b []byte) error {
+	return pipeRESP(admin.Options().Addr, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+type loopResult struct {
+	Sweeps int     `json:"sweeps"`
+	Mean   float64 `json:"mean_s"`
+}
+
+// workerLoop sweeps back to back, as a sampling.interval shorter than a
+// sweep would, until its stdin closes. It writes "ready" once the first
+// sweep is done so that the load it competes with starts on a warm tracker.
+func workerLoop(o *workerOpts) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, client, err := newSweeper(o)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if err := s.SweepOnce(ctx); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	go func() {
+		_, _ = io.Copy(io.Discard, bufio.NewReader(os.Stdin))
+		cancel()
+	}()
+	var res loopResult
+	var total time.Duration
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		if err := s.SweepOnce(ctx); err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return err
+		}
+		total += time.Since(t0)
+		res.Sweeps++
+	}
+	if res.Sweeps > 0 {
+		res.Mean = total.Seconds() / float64(res.Sweeps)
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
