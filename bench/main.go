@@ -27,17 +27,18 @@ import (
 )
 
 type opts struct {
-	out         string
-	sizes       []int
-	runs        int
-	churnSets   int
-	churnSweeps int
-	churn       float64
-	budget      int
-	budgetRuns  int
-	hbHolders   int
-	cpuprofile  string
-	trace       string
+	notifyUnrelated, notifySets int
+	out                         string
+	sizes                       []int
+	runs                        int
+	churnSets                   int
+	churnSweeps                 int
+	churn                       float64
+	budget                      int
+	budgetRuns                  int
+	hbHolders                   int
+	cpuprofile                  string
+	trace                       string
 }
 
 func main() {
@@ -53,6 +54,8 @@ func main() {
 	flag.IntVar(&o.budget, "budget", 100000, "sampling.max_keys_per_second of the budgeted sweep in the latency test (0 skips the test)")
 	flag.IntVar(&o.budgetRuns, "budget-runs", 3, "redis-benchmark runs per latency scenario")
 	flag.IntVar(&o.hbHolders, "hb-holders", 20000, "holders in the heartbeat/acquire cost test (0 skips it)")
+	flag.IntVar(&o.notifyUnrelated, "notify-unrelated", 10000000, "unrelated keys in the discovery scan/notify comparison (0 skips it)")
+	flag.IntVar(&o.notifySets, "notify-sets", 10000, "slot sets in the discovery scan/notify comparison")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the largest size's measured sweeps here")
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of one sweep of the largest size here")
 	// The exporter side runs in a child process; these flags are its.
@@ -97,7 +100,15 @@ func main() {
 		log.Fatal(err)
 	}
 	rep.Took = time.Since(start)
-	if err := os.WriteFile(o.out, []byte(rep.markdown()), 0o644); err != nil {
+	md := rep.markdown()
+	if o.notifyUnrelated > 0 {
+		nr, err := runNotify(context.Background(), o.notifyUnrelated, o.notifySets, o.runs)
+		if err != nil {
+			log.Fatal(err)
+		}
+		md += nr.markdown()
+	}
+	if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
 		log.Fatal(err)
 	}
 	log.Printf("wrote %s in %s", o.out, rep.Took.Round(time.Second))
