@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"container/heap"
 	"slices"
+	"strings"
+	"unsafe"
 )
 
 // Anomaly bits for a user in one sweep.
@@ -21,25 +23,140 @@ type usedSample struct {
 	used int64
 }
 
+// userRec is one user's state. Records live in slabs (see recSlab): at a
+// million users, one allocation each plus a window slice each doubled the
+// tracker's heap.
 type userRec struct {
+	// name points into the tracker's name arena, never into the key it was
+	// cut from: that would keep the whole key alive.
 	name         string
 	used         int64
 	pending      int64
+	nonzeroSince int64 // ms; meaningful while nonzero
+	// The window is a monotonic deque: the used values of the window that
+	// can still become its maximum, oldest first, values strictly
+	// decreasing. Its head is w0 (empty when w0.used is 0, as only used > 0
+	// is pushed); the rest, rarely any, is behind more.
+	w0           usedSample
+	more         *[]usedSample
 	pendingGen   uint32
 	pendingFlags uint8
 	flags        uint8
-	nonzeroSince int64 // ms; meaningful while nonzero
 	nonzero      bool
-	// win is a monotonic deque: the used values of the window that can still
-	// become its maximum, oldest first, values strictly decreasing.
-	win []usedSample
 }
 
-func (u *userRec) windowMax() int64 {
-	if len(u.win) == 0 {
-		return 0
+func (u *userRec) windowMax() int64 { return u.w0.used }
+
+func (u *userRec) winEmpty() bool { return u.w0.used == 0 }
+
+func (u *userRec) winBack() usedSample {
+	if u.more != nil {
+		m := *u.more
+		return m[len(m)-1]
 	}
-	return u.win[0].used
+	return u.w0
+}
+
+func (u *userRec) winPopFront() {
+	if u.more == nil {
+		u.w0 = usedSample{}
+		return
+	}
+	m := *u.more
+	u.w0 = m[0]
+	if len(m) == 1 {
+		u.more = nil
+		return
+	}
+	*u.more = m[1:]
+}
+
+func (u *userRec) winPopBack() {
+	if u.more == nil {
+		u.w0 = usedSample{}
+		return
+	}
+	m := *u.more
+	if len(m) == 1 {
+		u.more = nil
+		return
+	}
+	*u.more = m[:len(m)-1]
+}
+
+func (u *userRec) winPush(s usedSample) {
+	if u.w0.used == 0 {
+		u.w0 = s
+		return
+	}
+	if u.more == nil {
+		u.more = &[]usedSample{s}
+		return
+	}
+	*u.more = append(*u.more, s)
+}
+
+const slabSize = 1024
+
+// recSlab hands out userRecs from arrays of slabSize, recycling freed ones.
+type recSlab struct {
+	cur  []userRec
+	free []*userRec
+}
+
+func (s *recSlab) get() *userRec {
+	if n := len(s.free); n > 0 {
+		u := s.free[n-1]
+		s.free = s.free[:n-1]
+		return u
+	}
+	if len(s.cur) == 0 {
+		s.cur = make([]userRec, slabSize)
+	}
+	u := &s.cur[0]
+	s.cur = s.cur[1:]
+	return u
+}
+
+func (s *recSlab) put(u *userRec) {
+	*u = userRec{}
+	s.free = append(s.free, u)
+}
+
+const arenaChunk = 64 << 10
+
+// nameArena stores user names back to back in chunks. Chunks are only
+// appended to, so names handed out (in UserViews of past snapshots) stay
+// valid; when most bytes are dead, the live names are copied to fresh
+// chunks and the old ones are left to the GC.
+type nameArena struct {
+	cur   []byte // free tail of the current chunk
+	total int    // bytes handed out since the last compaction
+	live  int
+}
+
+func (a *nameArena) add(name string) string {
+	a.total += len(name)
+	a.live += len(name)
+	if len(name) == 0 {
+		return ""
+	}
+	if len(name) > arenaChunk/8 {
+		return strings.Clone(name)
+	}
+	if len(a.cur) < len(name) {
+		a.cur = make([]byte, arenaChunk)
+	}
+	n := copy(a.cur, name)
+	s := unsafe.String(&a.cur[0], n)
+	a.cur = a.cur[n:]
+	return s
+}
+
+func (a *nameArena) drop(name string) { a.live -= len(name) }
+
+func (a *nameArena) wasteful() bool {
+	return a.total > 4*arenaChunk && a.total > 2*a.live
 }
 
 // UserView is one user's state after a sweep, as the collector emits it.
@@ -62,6 +179,8 @@ type FloorAggregates struct {
 type FloorTracker struct {
 	users map[uint64]*userRec
 	gen   uint32
+	slab  recSlab
+	names nameArena
 }
 
 // NewFloorTracker returns an empty tracker.
@@ -81,7 +200,8 @@ func (f *FloorTracker) Begin() { f.gen++ }
 func (f *FloorTracker) Add(h uint64, name string, used int64, flags uint8) {
 	u := f.users[h]
 	if u == nil {
-		u = &userRec{name: name}
+		u = f.slab.get()
+		u.name = f.names.add(name)
 		f.users[h] = u
 	}
 	if u.pendingGen != f.gen {
@@ -113,17 +233,19 @@ func (f *FloorTracker) Commit(now, window, floorWindow int64, limit int64) Floor
 		} else {
 			u.nonzero = false
 		}
-		for len(u.win) > 0 && u.win[0].at <= now-window {
-			u.win = u.win[1:]
+		for !u.winEmpty() && u.w0.at <= now-window {
+			u.winPopFront()
 		}
-		for len(u.win) > 0 && u.win[len(u.win)-1].used <= used {
-			u.win = u.win[:len(u.win)-1]
+		for !u.winEmpty() && u.winBack().used <= used {
+			u.winPopBack()
 		}
 		if used > 0 {
-			u.win = append(u.win, usedSample{at: now, used: used})
+			u.winPush(usedSample{at: now, used: used})
 		}
-		if len(u.win) == 0 && flags == 0 {
+		if u.winEmpty() && flags == 0 {
 			delete(f.users, h)
+			f.names.drop(u.name)
+			f.slab.put(u)
 			continue
 		}
 		if used > 0 {
@@ -139,7 +261,29 @@ func (f *FloorTracker) Commit(now, window, floorWindow int64, limit int64) Floor
 			a.FloorNonzero++
 		}
 	}
+	if n := len(f.slab.free); n > 4*slabSize && n > len(f.users) {
+		f.compact()
+	} else if f.names.wasteful() {
+		f.names = nameArena{}
+		for _, u := range f.users {
+			u.name = f.names.add(u.name)
+		}
+	}
 	return a
+}
+
+// compact moves the users to fresh slabs, arena and map after many left:
+// none of the three shrinks by itself.
+func (f *FloorTracker) compact() {
+	users := make(map[uint64]*userRec, len(f.users))
+	f.slab, f.names = recSlab{}, nameArena{}
+	for h, u := range f.users {
+		n := f.slab.get()
+		*n = *u
+		n.name = f.names.add(u.name)
+		users[h] = n
+	}
+	f.users = users
 }
 
 // Top returns at most n users to emit, picked in DESIGN.md's order: any

@@ -177,6 +177,8 @@ func (f *Family) UserOf(key string) (string, bool) {
 		if re, err = compileUser(f); err != nil {
 			return "", false
 		}
+	} else if s := cachedShape(re); s != nil {
+		return s.userOf(key)
 	}
 	m := re.FindStringSubmatch(key)
 	if len(m) < 2 || m[1] == "" {

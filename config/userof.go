@@ -1,0 +1,181 @@
+package config
+
+import (
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+)
+
+// userShape is a user regexp recognised as one of the two forms nearly
+// every family uses, so that UserOf can cut the user out with string
+// operations: the regexp costs some hundreds of ns a key, and a sweep
+// extracts the user of every key.
+type userShape struct {
+	kind   uint8 // shapeGlob or shapeBraces
+	prefix string
+	suffix string // shapeGlob only
+	nl     bool   // shapeGlob: the group may hold '\n'
+}
+
+const (
+	// `^prefix(.*)suffix$`, as GlobToRegexp writes a glob whose only
+	// wildcard is one *.
+	shapeGlob uint8 = 1 + iota
+	// `^prefix\{?([^}]+)\}?$`: a hash-tagged id, braces optional.
+	shapeBraces
+)
+
+// userOf applies the shape; it returns exactly what the regexp's first
+// group would.
+func (s *userShape) userOf(key string) (string, bool) {
+	if !strings.HasPrefix(key, s.prefix) {
+		return "", false
+	}
+	rest := key[len(s.prefix):]
+	if s.kind == shapeGlob {
+		if !strings.HasSuffix(rest, s.suffix) {
+			return "", false
+		}
+		u := rest[:len(rest)-len(s.suffix)]
+		if u == "" || !s.nl && strings.IndexByte(u, '\n') >= 0 {
+			return "", false
+		}
+		return u, true
+	}
+	// \{? is greedy: the regexp first tries taking a '{', and only when
+	// the rest cannot match does it give the '{' to the group.
+	if strings.HasPrefix(rest, "{") {
+		if u, ok := braceBody(rest[1:]); ok {
+			return u, true
+		}
+	}
+	return braceBody(rest)
+}
+
+// braceBody matches `([^}]+)\}?$` on s. '}' is ASCII, and [^}] matches
+// each byte of invalid UTF-8, so bytes can be checked one by one.
+func braceBody(s string) (string, bool) {
+	s = strings.TrimSuffix(s, "}")
+	if s == "" || strings.IndexByte(s, '}') >= 0 {
+		return "", false
+	}
+	return s, true
+}
+
+// shapeOf recognises re's shape, or returns nil.
+func shapeOf(re *regexp.Regexp) *userShape {
+	p, err := syntax.Parse(re.String(), syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	p = p.Simplify()
+	if p.Op != syntax.OpConcat {
+		return nil
+	}
+	sub := p.Sub
+	if len(sub) < 3 || sub[0].Op != syntax.OpBeginText || sub[len(sub)-1].Op != syntax.OpEndText {
+		return nil
+	}
+	sub = sub[1 : len(sub)-1]
+	s := &userShape{}
+	if lit, ok := literal(sub[0]); ok {
+		s.prefix = lit
+		sub = sub[1:]
+	}
+	switch {
+	case len(sub) >= 1 && sub[0].Op == syntax.OpCapture:
+		s.kind = shapeGlob
+		g := sub[0].Sub[0]
+		if g.Op != syntax.OpStar || g.Flags&syntax.NonGreedy != 0 {
+			return nil
+		}
+		switch g.Sub[0].Op {
+		case syntax.OpAnyChar:
+			s.nl = true
+		case syntax.OpAnyCharNotNL:
+		default:
+			return nil
+		}
+		switch len(sub) {
+		case 1:
+		case 2:
+			lit, ok := literal(sub[1])
+			if !ok {
+				return nil
+			}
+			s.suffix = lit
+		default:
+			return nil
+		}
+	case len(sub) == 3 && isOptional(sub[0], '{') && isOptional(sub[2], '}') && sub[1].Op == syntax.OpCapture:
+		s.kind = shapeBraces
+		g := sub[1].Sub[0]
+		if g.Op != syntax.OpPlus || g.Flags&syntax.NonGreedy != 0 {
+			return nil
+		}
+		c := g.Sub[0]
+		if c.Op != syntax.OpCharClass || len(c.Rune) != 4 ||
+			c.Rune[0] != 0 || c.Rune[1] != '}'-1 || c.Rune[2] != '}'+1 || c.Rune[3] != utf8.MaxRune {
+			return nil
+		}
+	default:
+		return nil
+	}
+	return s
+}
+
+// literal returns the text of a case-sensitive literal. A literal holding
+// U+FFFD is refused: the regexp would match it against invalid UTF-8.
+func literal(r *syntax.Regexp) (string, bool) {
+	if r.Op != syntax.OpLiteral || r.Flags&syntax.FoldCase != 0 {
+		return "", false
+	}
+	for _, c := range r.Rune {
+		if c == utf8.RuneError {
+			return "", false
+		}
+	}
+	return string(r.Rune), true
+}
+
+// isOptional reports whether r is a greedy `c?`.
+func isOptional(r *syntax.Regexp, c rune) bool {
+	if r.Op != syntax.OpQuest || r.Flags&syntax.NonGreedy != 0 {
+		return false
+	}
+	lit, ok := literal(r.Sub[0])
+	return ok && lit == string(c)
+}
+
+// shapes caches shapeOf by regexp. It is copied on write: reads are a
+// plain map lookup. Config reloads bring new regexps, so it starts over
+// when it grows past shapesMax.
+var (
+	shapes   atomic.Pointer[map[*regexp.Regexp]*userShape]
+	shapesMu sync.Mutex
+)
+
+const shapesMax = 256
+
+func cachedShape(re *regexp.Regexp) *userShape {
+	if m := shapes.Load(); m != nil {
+		if s, ok := (*m)[re]; ok {
+			return s
+		}
+	}
+	s := shapeOf(re)
+	shapesMu.Lock()
+	defer shapesMu.Unlock()
+	next := map[*regexp.Regexp]*userShape{}
+	if m := shapes.Load(); m != nil && len(*m) < shapesMax {
+		for k, v := range *m {
+			next[k] = v
+		}
+	}
+	next[re] = s
+	shapes.Store(&next)
+	return s
+}
