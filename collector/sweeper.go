@@ -151,7 +151,6 @@ type familyRunner struct {
 	restarted   bool
 	lastSuccess time.Time
 	lastGauges  FamilyGauges
-	digest      *xxhash.Digest
 	// noRunIDWarned: the missing-INFO warning is logged once.
 	noRunIDWarned bool
 	scanMu        sync.Mutex
@@ -173,7 +172,6 @@ func newFamilyRunner(fam *config.Family, cfg *config.Config, s *Sweeper) *family
 		floor:   NewFloorTracker(),
 		runIDs:  map[string]string{},
 		scanned: map[string]scanMark{},
-		digest:  xxhash.New(),
 	}
 	if r.rules.Heartbeat <= 0 {
 		r.rules.Heartbeat = 1
