@@ -1,3 +1,7 @@
+// Package collector turns the latest snapshot into Prometheus metrics at
+// scrape time: const metrics built from an immutable snapshot, so that a
+// scrape never touches Redis and a user who has gone leaves no series
+// behind. It is the only Prometheus code besides main.
 package collector
 
 import (
@@ -7,66 +11,76 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slotexporter/slot_exporter/internal/snapshot"
 )
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(name, help, labels, nil)
 }
 
-// The sampling note goes into HELP so that whoever reads /metrics learns
-// that the numbers come from the background sweep, not from this scrape.
-const sampled = " Sampled in the background every sampling.interval; a scrape never touches Redis."
-
+// The exporter's own metrics.
 var (
-	descSets          = desc("slot_sets", "Keys of the family seen in the last sweep."+sampled, "family")
-	descMembers       = desc("slot_members", "Slot-set members by state (live, stale, expired, zombie, future)."+sampled, "family", "state")
-	descUsersActive   = desc("slot_users_active", "Users with used > 0."+sampled, "family")
-	descUsersAtLimit  = desc("slot_users_at_limit", "Users with used >= limit."+sampled, "family")
-	descUsersOver     = desc("slot_users_over_limit", "Users with used > limit; should be impossible."+sampled, "family")
-	descUsersFloor    = desc("slot_users_floor_nonzero", "Users whose used has not been 0 for at least leaks.floor_window."+sampled, "family")
-	descUserUsedMax   = desc("slot_user_used_max", "A user's maximum used over sampling.window. Capped to leaks.per_user_series users per family."+sampled, "family", "user")
-	descUserFloor     = desc("slot_user_floor_seconds", "Seconds since the user's used was last observed at 0 (0 if it is 0 now)."+sampled, "family", "user")
-	descAcquires      = desc("slot_acquires_total", "Slot-set members seen for the first time."+sampled, "family")
-	descEnded         = desc("slot_holds_ended_total", "Members gone, by outcome: released, expired (the holder died and the TTL cleaned up), lost (the whole keyspace vanished, e.g. Redis restarted empty)."+sampled, "family", "outcome")
-	descHold          = desc("slot_hold_duration_seconds", "First-seen to last-seen of ended holds."+sampled, "family")
-	descHeartbeats    = desc("slot_heartbeats_total", "Heartbeats inferred from score advances."+sampled, "family")
-	descNoTTL         = desc("slot_sets_without_ttl", "Slot-set keys with no expiry (PTTL -1): idle sets never evaporate."+sampled, "family")
-	descEarly         = desc("slot_sets_expiring_early", "Slot-set keys whose own expiry comes before their latest unexpired member's."+sampled, "family")
-	descNegative      = desc("slot_counters_negative", "Counter keys below 0 (DECR without INCR)."+sampled, "family")
 	descUp            = desc("slot_exporter_up", "1 if the last sweep of every family succeeded.")
 	descSweepDuration = desc("slot_exporter_sweep_duration_seconds", "Duration of the last sweep of a family.", "family")
 	descLastSweep     = desc("slot_exporter_last_sweep_timestamp_seconds", "End time of the last successful sweep of a family.", "family")
 	descSweepErrors   = desc("slot_exporter_sweep_errors_total", "Failed sweeps of a family.", "family")
 	descOverruns      = desc("slot_exporter_sweep_overruns_total", "Sweeps of a family that did not finish inside sampling.interval.", "family")
 	descKeysScanned   = desc("slot_exporter_keys_scanned_total", "Keys read.", "family")
-	descKeysSkipped   = desc("slot_exporter_keys_skipped_total", "Keys matched but not used, by reason: wrong_type, bad_user, oversized, bad_value.", "family", "reason")
+	descKeysSkipped   = desc("slot_exporter_keys_skipped_total", "Keys matched but not used, by reason: wrong_type, bad_user, oversized, bad_value, no_permission.", "family", "reason")
 	descClockSkew     = desc("slot_exporter_clock_skew_seconds", "Exporter clock minus Redis TIME.")
 	descReload        = desc("slot_exporter_config_last_reload_successful", "0 after a refused config reload, until a good one.")
 	descDropped       = desc("slot_exporter_user_series_dropped", "Per-user series left out by leaks.per_user_series in the last sweep.", "family")
+	descReleases      = desc("slot_exporter_releases_total", "Release actions from the on-call page or the release command, by result: previewed, released, refused, failed.", "result")
 )
+
+// domainDescs are the catalog's metrics as descriptors, built once.
+var domainDescs = func() map[*snapshot.Metric]*prometheus.Desc {
+	m := make(map[*snapshot.Metric]*prometheus.Desc, len(snapshot.Domain))
+	for _, d := range snapshot.Domain {
+		labels := []string{"family"}
+		if d.PerUser {
+			labels = append(labels, "user")
+		}
+		m[d] = desc(d.Name, d.Help, append(labels, d.Labels...)...)
+	}
+	return m
+}()
+
+// ReleaseResults are the label values of slot_exporter_releases_total.
+var ReleaseResults = []string{"previewed", "released", "refused", "failed"}
 
 // Collector turns the latest snapshot into const metrics at scrape time.
 type Collector struct {
-	snapshot func() *Snapshot
+	snapshot func() *snapshot.Snapshot
 	reloadOK func() bool
+	releases func() map[string]uint64
 	now      func() time.Time
 }
 
-// New returns a collector reading snapshots from snapshot; reloadOK reports
-// whether the last config reload was accepted.
-func New(snapshot func() *Snapshot, reloadOK func() bool) *Collector {
-	return &Collector{snapshot: snapshot, reloadOK: reloadOK, now: time.Now}
+// Options are the collector's sources besides the snapshot.
+type Options struct {
+	// ReloadOK reports whether the last config reload was accepted.
+	ReloadOK func() bool
+	// Releases reports release actions by result (nil: none yet).
+	Releases func() map[string]uint64
+}
+
+// New returns a collector reading snapshots from snap.
+func New(snap func() *snapshot.Snapshot, o Options) *Collector {
+	return &Collector{snapshot: snap, reloadOK: o.ReloadOK, releases: o.Releases, now: time.Now}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		descSets, descMembers, descUsersActive, descUsersAtLimit, descUsersOver, descUsersFloor,
-		descUserUsedMax, descUserFloor, descAcquires, descEnded, descHold, descHeartbeats, descNoTTL,
-		descEarly, descNegative, descUp, descSweepDuration, descLastSweep, descSweepErrors, descOverruns,
-		descKeysScanned, descKeysSkipped, descClockSkew, descReload, descDropped,
+		descUp, descSweepDuration, descLastSweep, descSweepErrors, descOverruns,
+		descKeysScanned, descKeysSkipped, descClockSkew, descReload, descDropped, descReleases,
 	} {
 		ch <- d
+	}
+	for _, m := range snapshot.Domain {
+		ch <- domainDescs[m]
 	}
 }
 
@@ -78,11 +92,26 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v float64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
 	}
+	value := func(fam string, v snapshot.Value, user ...string) {
+		t := prometheus.GaugeValue
+		if v.Metric.Type == snapshot.Counter {
+			t = prometheus.CounterValue
+		}
+		labels := append(append([]string{fam}, user...), v.Labels...)
+		ch <- prometheus.MustNewConstMetric(domainDescs[v.Metric], t, v.V, labels...)
+	}
 	reload := 1.0
 	if c.reloadOK != nil && !c.reloadOK() {
 		reload = 0
 	}
 	gauge(descReload, reload)
+	var releases map[string]uint64
+	if c.releases != nil {
+		releases = c.releases()
+	}
+	for _, r := range ReleaseResults {
+		counter(descReleases, float64(releases[r]), r)
+	}
 
 	s := c.snapshot()
 	if s == nil {
@@ -96,58 +125,62 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	now := c.now()
 	for _, f := range s.Families {
 		fam := f.Name
-		t := &f.Totals
+		gauge(domainDescs[snapshot.FamilyInfo], 1, fam, f.Kind)
+		if f.HasLimit {
+			gauge(domainDescs[snapshot.FamilyLimit], f.Limit, fam)
+		}
+		gauge(domainDescs[snapshot.FamilyFloorLimit], f.FloorWindow.Seconds(), fam)
 		gauge(descSweepDuration, f.Duration.Seconds(), fam)
 		if !f.LastSuccess.IsZero() {
 			gauge(descLastSweep, float64(f.LastSuccess.UnixNano())/1e9, fam)
 		}
-		counter(descSweepErrors, float64(t.SweepErrors), fam)
-		counter(descOverruns, float64(t.Overruns), fam)
-		counter(descKeysScanned, float64(t.KeysScanned), fam)
-		for i, reason := range skipReasonNames {
-			counter(descKeysSkipped, float64(t.Skipped[i]), fam, reason)
+		counter(descSweepErrors, float64(f.SweepErrors), fam)
+		counter(descOverruns, float64(f.Overruns), fam)
+		counter(descKeysScanned, float64(f.KeysScanned), fam)
+		for _, sk := range f.Skipped {
+			counter(descKeysSkipped, float64(sk.N), fam, sk.Label)
 		}
 		if !f.Fresh(now) {
 			// No good sweep within 2 x interval: domain series go away
 			// instead of repeating frozen numbers that alerts would trust.
 			continue
 		}
-		g := &f.Gauges
-		gauge(descDropped, float64(g.SeriesDropped), fam)
-		gauge(descSets, float64(g.Sets), fam)
-		gauge(descUsersActive, float64(g.Users.Active), fam)
-		gauge(descUsersAtLimit, float64(g.Users.AtLimit), fam)
-		gauge(descUsersOver, float64(g.Users.OverLimit), fam)
-		gauge(descUsersFloor, float64(g.Users.FloorNonzero), fam)
-		seen := make(map[string]struct{}, len(g.UserSeries))
-		for _, u := range g.UserSeries {
+		gauge(descDropped, float64(f.SeriesDropped), fam)
+		gauge(domainDescs[snapshot.Sets], float64(f.Sets), fam)
+		gauge(domainDescs[snapshot.UsersActive], float64(f.Aggregates.Active), fam)
+		if f.HasLimit {
+			gauge(domainDescs[snapshot.UsersAtLimit], float64(f.Aggregates.AtLimit), fam)
+			if f.OverLimitShown {
+				gauge(domainDescs[snapshot.UsersOver], float64(f.Aggregates.OverLimit), fam)
+			}
+		}
+		gauge(domainDescs[snapshot.UsersFloor], float64(f.Aggregates.FloorNonzero), fam)
+		seen := make(map[string]struct{}, len(f.Users))
+		for _, u := range f.Users {
 			label := UserLabel(u.User)
 			if _, dup := seen[label]; dup {
 				continue
 			}
 			seen[label] = struct{}{}
-			gauge(descUserUsedMax, float64(u.UsedMax), fam, label)
-			gauge(descUserFloor, u.FloorSeconds, fam, label)
+			gauge(domainDescs[snapshot.UserUsedMax], float64(u.UsedMax), fam, label)
+			gauge(domainDescs[snapshot.UserFloor], u.FloorSeconds, fam, label)
+			for _, v := range u.Extra {
+				value(fam, v, label)
+			}
 		}
-		if f.Kind == "counter" {
-			gauge(descNegative, float64(g.CountersNegative), fam)
-			continue
+		for _, v := range f.Gauges {
+			value(fam, v)
 		}
-		for i, name := range stateNames {
-			gauge(descMembers, float64(g.Members[i]), fam, name)
+		for _, v := range f.Counters {
+			value(fam, v)
 		}
-		gauge(descNoTTL, float64(g.WithoutTTL), fam)
-		gauge(descEarly, float64(g.ExpiringEarly), fam)
-		counter(descAcquires, float64(t.Acquires), fam)
-		counter(descHeartbeats, float64(t.Heartbeats), fam)
-		for i, o := range outcomeNames {
-			counter(descEnded, float64(t.Ended[i]), fam, o)
+		if h := f.Holds; h != nil {
+			buckets := make(map[float64]uint64, len(h.Bounds))
+			for i, b := range h.Bounds {
+				buckets[b] = h.Counts[i]
+			}
+			ch <- prometheus.MustNewConstHistogram(domainDescs[snapshot.HoldDuration], h.Count, h.Sum, buckets, fam)
 		}
-		buckets := make(map[float64]uint64, len(HoldBuckets))
-		for i, b := range HoldBuckets {
-			buckets[b] = t.HoldCounts[i]
-		}
-		ch <- prometheus.MustNewConstHistogram(descHold, t.HoldCount, t.HoldSum, buckets, fam)
 	}
 }
 

@@ -108,3 +108,18 @@ slot_hold_duration_seconds_count{family="streams"} 1
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
 }
+func TestUserLabel(t *testing.T) {
+	cases := map[string]string{
+		"u17":         "u17",
+		"ünïcode":     "ünïcode",
+		"a\xffb":      `a\xffb`,
+		`a\xffb`:      `a\\xffb`,
+		"quote\"nl\n": "quote\"nl\n",
+		"\x80\x81":    `\x80\x81`,
+	}
+	for in, want := range cases {
+		if got := UserLabel(in); got != want {
+			t.Errorf("UserLabel(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

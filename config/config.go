@@ -6,19 +6,41 @@
 package config
 
 import (
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"time"
 )
 
+// Kind is what a family's keys hold; docs/design.md, "What it watches".
+type Kind string
+
 // Family kinds.
 const (
-	KindSlotSet = "slotset"
-	KindCounter = "counter"
+	KindSlotSet   Kind = "slotset"
+	KindCounter   Kind = "counter"
+	KindRateLimit Kind = "ratelimit"
+	KindLock      Kind = "lock"
+	KindList      Kind = "list"
+	KindStream    Kind = "stream"
+)
+
+// Kinds lists every kind, in the order errors name them.
+var Kinds = []Kind{KindSlotSet, KindCounter, KindRateLimit, KindLock, KindList, KindStream}
+
+// Score modes of slot-set members.
+const (
+	// ScoreExpiry: the score is the slot's expiry.
+	ScoreExpiry = "expiry"
+	// ScoreHeartbeat: the score is the time of the last acquire or
+	// refresh; the expiry is score + ttl.
+	ScoreHeartbeat = "heartbeat"
+)
+
+// List pop sides.
+const (
+	PopRight = "right"
+	PopLeft  = "left"
 )
 
 // Redis modes, read_from values and discovery modes.
@@ -91,31 +113,49 @@ type Leaks struct {
 // Family is a set of keys found by a SCAN pattern, one key per user.
 type Family struct {
 	Name  string `yaml:"name"`
-	Kind  string `yaml:"kind"`
+	Kind  Kind   `yaml:"kind"`
 	Match string `yaml:"match"`
 	// User is an optional regexp whose first capture group is the user id.
 	// Default: what the first * of Match matched.
-	User  string `yaml:"user"`
-	Limit int    `yaml:"limit"`
+	User string `yaml:"user"`
+	// Limit is required for slotset and counter, optional elsewhere
+	// (0: none).
+	Limit int `yaml:"limit"`
+	// FloorWindow is how long used may stay off its baseline before it is
+	// the leak signature; default leaks.floor_window, 0 turns it off.
+	FloorWindow time.Duration `yaml:"floor_window"`
 
+	// slotset and lock.
+	TTL     time.Duration `yaml:"ttl"`
+	MaxHold time.Duration `yaml:"max_hold"` // also stream
 	// slotset only.
-	TTL                time.Duration `yaml:"ttl"`
 	HeartbeatInterval  time.Duration `yaml:"heartbeat_interval"`
-	MaxHold            time.Duration `yaml:"max_hold"`
 	StaleAfter         time.Duration `yaml:"stale_after"`          // default 2 x heartbeat_interval
-	ClockSkewTolerance time.Duration `yaml:"clock_skew_tolerance"` // default 5s
+	ClockSkewTolerance time.Duration `yaml:"clock_skew_tolerance"` // default 5s; also lock
 	ScoreUnit          string        `yaml:"score_unit"`           // ms (default) or s
+	Score              string        `yaml:"score"`                // expiry (default) or heartbeat
+
+	// ratelimit only: the fixed window.
+	Window time.Duration `yaml:"window"`
+	// list only.
+	MaxWait time.Duration `yaml:"max_wait"`
+	PopSide string        `yaml:"pop_side"` // right (default) or left
+	// stream only.
+	MaxDeliveries int `yaml:"max_deliveries"` // default 5
 
 	// UserRegexp is User compiled, or the regexp derived from Match.
 	UserRegexp *regexp.Regexp `yaml:"-"`
+	// MatchRegexp is Match as a regexp, to pick the family's keys out of
+	// a list of key names (notify discovery, cluster slot listings).
+	MatchRegexp *regexp.Regexp `yaml:"-"`
+	// shape is UserRegexp's fast path, when it has one.
+	shape *userShape
 }
 
 // PasswordEnv is the environment variable that holds the Redis password.
 // It wins over redis.password_file.
 const PasswordEnv = "REDIS_PASSWORD"
 
-// maxPasswordFileSize bounds what Password reads.
-const maxPasswordFileSize = 64 << 10
 
 // Load reads, decodes, defaults and validates the file at path.
 //
@@ -159,7 +199,11 @@ func parse(b []byte, dir string) (*Config, error) {
 		return nil, err
 	}
 	for i, re := range res {
-		c.Families[i].UserRegexp = re
+		f := &c.Families[i]
+		f.UserRegexp = re
+		f.shape = shapeOf(re)
+		src, _, _ := GlobToRegexp(f.Match) // validate has compiled it once
+		f.MatchRegexp = regexp.MustCompile(src)
 	}
 	return c, nil
 }
@@ -169,7 +213,7 @@ func parse(b []byte, dir string) (*Config, error) {
 //
 // The user is the first capture group of UserRegexp; an empty capture is no
 // user. A Family built in code without UserRegexp gets it derived on each
-// call (slow; Parse fills it in).
+// call (slow; Parse fills it in, with the fast path for the common shapes).
 func (f *Family) UserOf(key string) (string, bool) {
 	re := f.UserRegexp
 	if re == nil {
@@ -177,44 +221,12 @@ func (f *Family) UserOf(key string) (string, bool) {
 		if re, err = compileUser(f); err != nil {
 			return "", false
 		}
-	} else if s := cachedShape(re); s != nil {
-		return s.userOf(key)
+	} else if f.shape != nil {
+		return f.shape.userOf(key)
 	}
 	m := re.FindStringSubmatch(key)
 	if len(m) < 2 || m[1] == "" {
 		return "", false
 	}
 	return m[1], true
-}
-
-// Password returns the Redis password from REDIS_PASSWORD or PasswordFile
-// (trailing newline trimmed); "" when neither is set. An unreadable file is
-// an error that names redis.password_file but never echoes file contents.
-//
-// It reads the file on every call, so a rotated password is picked up on
-// the next connection.
-func (r *Redis) Password() (string, error) {
-	if p := os.Getenv(PasswordEnv); p != "" {
-		return p, nil
-	}
-	if r.PasswordFile == "" {
-		return "", nil
-	}
-	f, err := os.Open(r.PasswordFile)
-	if err != nil {
-		return "", fmt.Errorf("redis.password_file: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxPasswordFileSize+1))
-	if err != nil {
-		return "", fmt.Errorf("redis.password_file: %w", err)
-	}
-	if len(b) > maxPasswordFileSize {
-		return "", fmt.Errorf("redis.password_file: %s: larger than %d bytes", r.PasswordFile, maxPasswordFileSize)
-	}
-	s := string(b)
-	if t, ok := strings.CutSuffix(s, "\r\n"); ok {
-		return t, nil
-	}
-	return strings.TrimSuffix(s, "\n"), nil
 }

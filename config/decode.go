@@ -437,7 +437,7 @@ func decodeSampling(n *yaml.Node, path string, s *Sampling) (present, error) {
 func decodeFamily(n *yaml.Node, path string, f *Family) (present, error) {
 	return mapping(n, path, map[string]fieldFunc{
 		"name":                 str(&f.Name),
-		"kind":                 str(&f.Kind),
+		"kind":                 str((*string)(&f.Kind)),
 		"match":                str(&f.Match),
 		"user":                 str(&f.User),
 		"limit":                integer(&f.Limit),
@@ -447,5 +447,11 @@ func decodeFamily(n *yaml.Node, path string, f *Family) (present, error) {
 		"stale_after":          duration(&f.StaleAfter),
 		"clock_skew_tolerance": duration(&f.ClockSkewTolerance),
 		"score_unit":           str(&f.ScoreUnit),
+		"score":                str(&f.Score),
+		"floor_window":         duration(&f.FloorWindow),
+		"window":               duration(&f.Window),
+		"max_wait":             duration(&f.MaxWait),
+		"pop_side":             str(&f.PopSide),
+		"max_deliveries":       integer(&f.MaxDeliveries),
 	}, nil)
 }

@@ -4,8 +4,6 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -148,34 +146,4 @@ func isOptional(r *syntax.Regexp, c rune) bool {
 	}
 	lit, ok := literal(r.Sub[0])
 	return ok && lit == string(c)
-}
-
-// shapes caches shapeOf by regexp. It is copied on write: reads are a
-// plain map lookup. Config reloads bring new regexps, so it starts over
-// when it grows past shapesMax.
-var (
-	shapes   atomic.Pointer[map[*regexp.Regexp]*userShape]
-	shapesMu sync.Mutex
-)
-
-const shapesMax = 256
-
-func cachedShape(re *regexp.Regexp) *userShape {
-	if m := shapes.Load(); m != nil {
-		if s, ok := (*m)[re]; ok {
-			return s
-		}
-	}
-	s := shapeOf(re)
-	shapesMu.Lock()
-	defer shapesMu.Unlock()
-	next := map[*regexp.Regexp]*userShape{}
-	if m := shapes.Load(); m != nil && len(*m) < shapesMax {
-		for k, v := range *m {
-			next[k] = v
-		}
-	}
-	next[re] = s
-	shapes.Store(&next)
-	return s
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,7 @@ const (
 	DefaultPerUserSeries      = 500
 	DefaultClockSkewTolerance = 5 * time.Second
 	DefaultScoreUnit          = ScoreUnitMillis
+	DefaultMaxDeliveries      = 5
 )
 
 // Score units of slot-set members.
@@ -87,17 +89,35 @@ func applyDefaults(c *Config, p *presence) {
 
 	for i := range c.Families {
 		f, set := &c.Families[i], p.families[i]
-		if f.Kind != KindSlotSet {
-			continue
+		if !set["floor_window"] {
+			f.FloorWindow = c.Leaks.FloorWindow
 		}
-		if !set["stale_after"] {
-			f.StaleAfter = twice(f.HeartbeatInterval)
-		}
-		if !set["clock_skew_tolerance"] {
-			f.ClockSkewTolerance = DefaultClockSkewTolerance
-		}
-		if f.ScoreUnit == "" {
-			f.ScoreUnit = DefaultScoreUnit
+		switch f.Kind {
+		case KindSlotSet:
+			if !set["stale_after"] {
+				f.StaleAfter = twice(f.HeartbeatInterval)
+			}
+			if !set["clock_skew_tolerance"] {
+				f.ClockSkewTolerance = DefaultClockSkewTolerance
+			}
+			if f.ScoreUnit == "" {
+				f.ScoreUnit = DefaultScoreUnit
+			}
+			if f.Score == "" {
+				f.Score = ScoreExpiry
+			}
+		case KindLock:
+			if !set["clock_skew_tolerance"] {
+				f.ClockSkewTolerance = DefaultClockSkewTolerance
+			}
+		case KindList:
+			if f.PopSide == "" {
+				f.PopSide = PopRight
+			}
+		case KindStream:
+			if !set["max_deliveries"] {
+				f.MaxDeliveries = DefaultMaxDeliveries
+			}
 		}
 	}
 }
@@ -143,6 +163,12 @@ func (c *Config) Validate() error {
 			"stale_after":          f.StaleAfter != 0,
 			"clock_skew_tolerance": f.ClockSkewTolerance != 0,
 			"score_unit":           f.ScoreUnit != "",
+			"score":                f.Score != "",
+			"floor_window":         f.FloorWindow != 0,
+			"window":               f.Window != 0,
+			"max_wait":             f.MaxWait != 0,
+			"pop_side":             f.PopSide != "",
+			"max_deliveries":       f.MaxDeliveries != 0,
 		})
 	}
 	_, err := validate(c, p, nil)
@@ -184,6 +210,12 @@ func validate(c *Config, p *presence, sourcePaths *TLS) ([]*regexp.Regexp, error
 		re, err := validateFamily(f, path, p.families[i])
 		if err != nil {
 			return nil, err
+		}
+		switch {
+		case f.FloorWindow < 0:
+			return nil, fmt.Errorf("%s.floor_window: must be >= 0 (0 turns the floor alert off)", path)
+		case f.FloorWindow > 0 && f.FloorWindow < c.Sampling.Window:
+			return nil, fmt.Errorf("%s.floor_window: must be 0 or >= sampling.window", path)
 		}
 		res[i] = re
 	}
@@ -382,9 +414,28 @@ func validateSampling(s *Sampling) error {
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
-// slotsetOnly are the fields a counter family must not set, in the order
-// they are checked.
-var slotsetOnly = []string{"ttl", "heartbeat_interval", "max_hold", "stale_after", "clock_skew_tolerance", "score_unit"}
+// kindFields are the fields each kind takes beyond name, kind, match, user,
+// limit and floor_window; any other is an error that names the kind.
+var kindFields = map[Kind][]string{
+	KindSlotSet:   {"ttl", "heartbeat_interval", "max_hold", "stale_after", "clock_skew_tolerance", "score_unit", "score"},
+	KindCounter:   {},
+	KindRateLimit: {"window"},
+	KindLock:      {"ttl", "max_hold", "clock_skew_tolerance"},
+	KindList:      {"max_wait", "pop_side"},
+	KindStream:    {"max_hold", "max_deliveries"},
+}
+
+// kindSpecific lists every kind-specific field, in the order they are
+// checked.
+var kindSpecific = []string{"ttl", "heartbeat_interval", "max_hold", "stale_after", "clock_skew_tolerance", "score_unit", "score", "window", "max_wait", "pop_side", "max_deliveries"}
+
+func kindList() string {
+	names := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 func validateFamily(f *Family, path string, set present) (*regexp.Regexp, error) {
 	switch {
@@ -394,12 +445,12 @@ func validateFamily(f *Family, path string, set present) (*regexp.Regexp, error)
 		return nil, fmt.Errorf("%s.name: invalid name %q (want letters, digits, _, - and . only)", path, f.Name)
 	}
 
-	switch f.Kind {
-	case KindSlotSet, KindCounter:
-	case "":
-		return nil, fmt.Errorf("%s.kind: required (slotset or counter)", path)
-	default:
-		return nil, fmt.Errorf("%s.kind: unknown kind %q (want slotset or counter)", path, f.Kind)
+	allowed, known := kindFields[f.Kind]
+	switch {
+	case f.Kind == "":
+		return nil, fmt.Errorf("%s.kind: required (%s)", path, kindList())
+	case !known:
+		return nil, fmt.Errorf("%s.kind: unknown kind %q (want %s)", path, f.Kind, kindList())
 	}
 
 	if f.Match == "" {
@@ -426,18 +477,65 @@ func validateFamily(f *Family, path string, set present) (*regexp.Regexp, error)
 		}
 	}
 
+	limitRequired := f.Kind == KindSlotSet || f.Kind == KindCounter
 	switch {
-	case !set["limit"]:
-		return nil, fmt.Errorf("%s.limit: required", path)
-	case f.Limit < 1:
+	case !set["limit"] && limitRequired:
+		return nil, fmt.Errorf("%s.limit: required for kind %s", path, f.Kind)
+	case set["limit"] && f.Limit < 1:
 		return nil, fmt.Errorf("%s.limit: must be >= 1", path)
 	}
+	for _, name := range kindSpecific {
+		if set[name] && !slices.Contains(allowed, name) {
+			return nil, fmt.Errorf("%s.%s: not used by kind %s", path, name, f.Kind)
+		}
+	}
 
-	if f.Kind == KindCounter {
-		for _, name := range slotsetOnly {
-			if set[name] {
-				return nil, fmt.Errorf("%s.%s: not used by kind counter", path, name)
-			}
+	switch f.Kind {
+	case KindCounter:
+		return re, nil
+	case KindRateLimit:
+		switch {
+		case !set["window"]:
+			return nil, fmt.Errorf("%s.window: required for kind ratelimit (the fixed window the key's TTL is set to)", path)
+		case f.Window <= 0:
+			return nil, fmt.Errorf("%s.window: must be > 0", path)
+		}
+		return re, nil
+	case KindLock:
+		switch {
+		case !set["ttl"]:
+			return nil, fmt.Errorf("%s.ttl: required for kind lock (the lease the holder sets with PX)", path)
+		case f.TTL <= 0:
+			return nil, fmt.Errorf("%s.ttl: must be > 0", path)
+		case !set["max_hold"]:
+			return nil, fmt.Errorf("%s.max_hold: required for kind lock", path)
+		case f.MaxHold <= f.TTL:
+			return nil, fmt.Errorf("%s.max_hold: must be longer than ttl", path)
+		case f.ClockSkewTolerance < 0:
+			return nil, fmt.Errorf("%s.clock_skew_tolerance: must be >= 0", path)
+		}
+		return re, nil
+	case KindList:
+		switch {
+		case !set["max_wait"]:
+			return nil, fmt.Errorf("%s.max_wait: required for kind list (how long an element may stay next before the queue counts as stalled)", path)
+		case f.MaxWait <= 0:
+			return nil, fmt.Errorf("%s.max_wait: must be > 0", path)
+		}
+		switch f.PopSide {
+		case PopRight, PopLeft:
+		default:
+			return nil, fmt.Errorf("%s.pop_side: unknown side %q (want right or left)", path, f.PopSide)
+		}
+		return re, nil
+	case KindStream:
+		switch {
+		case !set["max_hold"]:
+			return nil, fmt.Errorf("%s.max_hold: required for kind stream (how long an entry may stay pending)", path)
+		case f.MaxHold <= 0:
+			return nil, fmt.Errorf("%s.max_hold: must be > 0", path)
+		case f.MaxDeliveries < 1:
+			return nil, fmt.Errorf("%s.max_deliveries: must be >= 1", path)
 		}
 		return re, nil
 	}
@@ -470,6 +568,11 @@ func validateFamily(f *Family, path string, set present) (*regexp.Regexp, error)
 	case ScoreUnitMillis, ScoreUnitSeconds:
 	default:
 		return nil, fmt.Errorf("%s.score_unit: unknown unit %q (want ms or s)", path, f.ScoreUnit)
+	}
+	switch f.Score {
+	case ScoreExpiry, ScoreHeartbeat:
+	default:
+		return nil, fmt.Errorf("%s.score: unknown score mode %q (want expiry or heartbeat)", path, f.Score)
 	}
 	return re, nil
 }

@@ -6,9 +6,7 @@ package redisconn
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -26,13 +24,13 @@ const dialRetries = 1
 func New(r *config.Redis) (redis.UniversalClient, error) {
 	// Read once here so that an unreadable password file refuses the
 	// config; connections read it again through credentials.
-	if _, err := r.Password(); err != nil {
+	if _, err := Password(r); err != nil {
 		return nil, err
 	}
 	rc := *r
 	credentials := func(username string) func(context.Context) (string, string, error) {
 		return func(context.Context) (string, string, error) {
-			p, err := rc.Password()
+			p, err := Password(&rc)
 			return username, p, err
 		}
 	}
@@ -103,7 +101,10 @@ func hostPorts(addrs []string) []string {
 }
 
 // TLSConfig builds the TLS settings from the tls block; nil when TLS is off.
-// A rediss:// address turns TLS on with the system roots.
+// A rediss:// address turns TLS on with the system roots. The client
+// certificate and key are read now, so that a bad file refuses the config,
+// and again whenever they change on disk, so that a renewed certificate is
+// used by the next connection without a reload.
 func TLSConfig(r *config.Redis) (*tls.Config, error) {
 	t := r.TLS
 	if t == nil {
@@ -114,22 +115,23 @@ func TLSConfig(r *config.Redis) (*tls.Config, error) {
 	}
 	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
 	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
+		// The CA is read once per config: a CA change is rare and comes
+		// with a reload. Verifying by hand against a reloaded pool would
+		// lose crypto/tls's host-name check for IP addresses.
+		pool, err := loadPool(t.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("redis.tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("redis.tls.ca_file: no PEM certificate in %s", t.CAFile)
+			return nil, err
 		}
 		c.RootCAs = pool
 	}
 	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("redis.tls.cert_file/key_file: %w", err)
+		kp := &fileMaterial{}
+		if _, err := kp.clientCert(t.CertFile, t.KeyFile); err != nil {
+			return nil, err
 		}
-		c.Certificates = []tls.Certificate{cert}
+		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return kp.clientCert(t.CertFile, t.KeyFile)
+		}
 	}
 	return c, nil
 }

@@ -283,3 +283,56 @@ func TestModes(t *testing.T) {
 		t.Error("sentinel mode did not build a failover Client")
 	}
 }
+func TestPassword(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, env, file, want string
+	}{
+		{"nothing", "", "", ""},
+		{"env", "from-env", "", "from-env"},
+		{"env wins", "from-env", write("a", "from-file\n"), "from-env"},
+		{"file", "", write("b", "from-file"), "from-file"},
+		{"trailing newline", "", write("c", "from-file\n"), "from-file"},
+		{"trailing CRLF", "", write("d", "from-file\r\n"), "from-file"},
+		{"one newline only", "", write("e", "from-file\n\n"), "from-file\n"},
+		{"inner spaces kept", "", write("f", " a b \n"), " a b "},
+		{"empty file", "", write("g", ""), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(config.PasswordEnv, tc.env)
+			got, err := Password(&config.Redis{PasswordFile: tc.file})
+			if err != nil || got != tc.want {
+				t.Errorf("Password() = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+
+	t.Setenv(config.PasswordEnv, "")
+	const secret = "s3cr3t-pw"
+	big := write("big", strings.Repeat(secret, maxPasswordFileSize/len(secret)+1))
+	for name, file := range map[string]string{
+		"missing":   filepath.Join(dir, "missing"),
+		"directory": dir,
+		"too large": big,
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := Password(&config.Redis{PasswordFile: file})
+			if err == nil {
+				t.Fatalf("Password() = %q, want an error", got)
+			}
+			if !strings.HasPrefix(err.Error(), "redis.password_file: ") || !strings.Contains(err.Error(), file) {
+				t.Errorf("error %q does not name redis.password_file and the file", err)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error %q echoes the file's contents", err)
+			}
+		})
+	}
+}

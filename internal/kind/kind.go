@@ -1,0 +1,119 @@
+// Package kind holds one file per kind of key the exporter watches: what
+// it reads per key, how it classifies what it read, what it tracks across
+// sweeps and which catalog metrics it feeds. The sweeper, the reader and
+// the collector know kinds only through this package's registry, the way
+// node_exporter's collectors register themselves: adding a kind is adding
+// a file here (and its rows to the catalog).
+package kind
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/snapshot"
+	"github.com/slotexporter/slot_exporter/internal/track"
+)
+
+// Sweep is what a kind sees of one sweep of its family.
+type Sweep struct {
+	// Now is Redis TIME at the start of the sweep, in ms.
+	Now int64
+	// Floor takes each user's used value (and anomaly bits).
+	Floor *track.FloorTracker
+	// Carry holds the keys that could not be read in this sweep: what
+	// they held is kept, not ended.
+	Carry track.Carry
+}
+
+// Key is one read key with its identity.
+type Key struct {
+	Read     *redisread.KeyRead
+	Hash     uint64 // of the key name
+	User     string
+	UserHash uint64
+}
+
+// Tracker is one family's kind-specific state across sweeps. Only the
+// family's own sweep goroutine calls it.
+type Tracker interface {
+	// Begin starts a sweep at sw.Now and returns what to read per key.
+	Begin(sw *Sweep) redisread.Reads
+	// Apply folds one key that was read (Status OK) into the sweep.
+	Apply(sw *Sweep, k Key)
+	// End finishes a sweep that read every key. lost is set when the
+	// data vanished (restart, flush, failover to an empty replica):
+	// whatever is gone ended as lost. deferEnds is set when the sweep
+	// could not account for every key (a reshard it could not follow):
+	// nothing ends in it.
+	End(sw *Sweep, lost, deferEnds bool) Ended
+	// Publish writes what the last complete sweep found, and the
+	// counters since the exporter started, into f.
+	Publish(f *snapshot.Family)
+	// UserExtra returns the kind's own per-user values for a user the
+	// series cap picked.
+	UserExtra(user string) []snapshot.Value
+	// Limits says how the family's limit applies to users.
+	Limits() track.Limits
+	// Reconfigure takes a reloaded family's settings, keeping what is
+	// tracked.
+	Reconfigure(f *config.Family, s *config.Sampling)
+}
+
+// Ended is what a sweep's End ended, for the lost warning.
+type Ended struct {
+	Lost int64
+}
+
+// Factory makes a family's tracker from its config.
+type Factory func(f *config.Family, s *config.Sampling) Tracker
+
+var factories = map[config.Kind]Factory{}
+
+// register adds a kind; each kind's file calls it from init.
+func register(k config.Kind, f Factory) {
+	if _, dup := factories[k]; dup {
+		panic(fmt.Sprintf("kind %s registered twice", k))
+	}
+	factories[k] = f
+}
+
+// New returns a tracker for a family.
+func New(f *config.Family, s *config.Sampling) (Tracker, error) {
+	make, ok := factories[f.Kind]
+	if !ok {
+		return nil, fmt.Errorf("families %s: kind %q is not implemented", f.Name, f.Kind)
+	}
+	return make(f, s), nil
+}
+
+// Registered lists the kinds with a tracker, sorted.
+func Registered() []config.Kind {
+	out := make([]config.Kind, 0, len(factories))
+	for k := range factories {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// NotifyClasses are the notify-keyspace-events flags for the writes that
+// create a kind's keys.
+func NotifyClasses(k config.Kind) string {
+	switch k {
+	case config.KindSlotSet:
+		return "z"
+	case config.KindList:
+		return "l"
+	case config.KindStream:
+		return "t"
+	}
+	return "$"
+}
+
+func ms(d interface{ Milliseconds() int64 }) float64 { return float64(d.Milliseconds()) }
+
+func gauge(m *snapshot.Metric, v float64, labels ...string) snapshot.Value {
+	return snapshot.Value{Metric: m, V: v, Labels: labels}
+}

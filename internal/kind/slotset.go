@@ -1,0 +1,162 @@
+package kind
+
+import (
+	"math"
+
+	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/snapshot"
+	"github.com/slotexporter/slot_exporter/internal/track"
+)
+
+// A slot set is a sorted set per user, one member per held slot, scored
+// by its expiry (or, with score: heartbeat, by its last refresh). It reads
+// ZRANGE WITHSCORES and PTTL; members are classified by track.Bounds and
+// remembered by track.MemberTracker. It feeds slot_members,
+// slot_acquires_total, slot_heartbeats_total, slot_holds_ended_total,
+// slot_hold_duration_seconds, slot_sets_without_ttl and
+// slot_sets_expiring_early.
+func init() { register(config.KindSlotSet, newSlotSet) }
+
+type slotSet struct {
+	rules      track.Rules
+	maxMembers int64
+	limit      int64
+	members    *track.MemberTracker
+	holds      holds
+
+	bounds track.Bounds
+	cur    slotSetGauges
+	last   slotSetGauges
+}
+
+type slotSetGauges struct {
+	members       [track.NumStates]int
+	withoutTTL    int
+	expiringEarly int
+}
+
+func newSlotSet(f *config.Family, s *config.Sampling) Tracker {
+	t := &slotSet{
+		rules:      slotRules(f),
+		maxMembers: int64(s.MaxMembersPerKey),
+		limit:      int64(f.Limit),
+		members:    track.NewMemberTracker(),
+		holds:      newHolds(),
+	}
+	return t
+}
+
+// slotRules are a family's timings as the state rules take them.
+func slotRules(f *config.Family) track.Rules {
+	r := track.Rules{
+		TTL: ms(f.TTL), Heartbeat: ms(f.HeartbeatInterval), StaleAfter: ms(f.StaleAfter),
+		MaxHold: ms(f.MaxHold), Skew: ms(f.ClockSkewTolerance), Unit: 1,
+		HeartbeatScore: f.Score == config.ScoreHeartbeat,
+	}
+	if r.Heartbeat <= 0 {
+		r.Heartbeat = 1
+	}
+	if f.ScoreUnit == config.ScoreUnitSeconds {
+		r.Unit = 1000
+	}
+	return r
+}
+
+func (t *slotSet) Reconfigure(f *config.Family, s *config.Sampling) {
+	t.rules, t.maxMembers, t.limit = slotRules(f), int64(s.MaxMembersPerKey), int64(f.Limit)
+}
+
+func (t *slotSet) Limits() track.Limits {
+	return track.Limits{Limit: t.limit, OverLimitIsAnomaly: true}
+}
+
+func (t *slotSet) Begin(sw *Sweep) redisread.Reads {
+	t.bounds = t.rules.Bounds(sw.Now)
+	t.cur = slotSetGauges{}
+	return &redisread.ZSetReads{MaxMembers: t.maxMembers, Edges: redisread.Edges(t.bounds)}
+}
+
+// rangeStates maps the ZCOUNT ranges of an oversized set to states.
+var rangeStates = [redisread.NumRanges]track.MemberState{
+	redisread.RangeExpired: track.StateExpired,
+	redisread.RangeStale:   track.StateStale,
+	redisread.RangeLive:    track.StateLive,
+	redisread.RangeFuture:  track.StateFuture,
+}
+
+func (t *slotSet) Apply(sw *Sweep, k Key) {
+	kr := k.Read
+	var used int64
+	var flags uint8
+	latest := math.Inf(-1) // newest unexpired, not future, score
+	if kr.Oversized {
+		// Counted by score ranges; its members are neither read nor
+		// tracked, so they are carried rather than ended.
+		sw.Carry[uint32(k.Hash)] = struct{}{}
+		for rg, n := range kr.Ranges {
+			st := rangeStates[rg]
+			t.cur.members[st] += int(n)
+			if st.Holding() {
+				used += n
+			}
+			if n > 0 {
+				flags |= st.Anomaly()
+			}
+		}
+		if kr.Ranges[redisread.RangeLive]+kr.Ranges[redisread.RangeStale] > 0 {
+			latest = kr.Newest
+		}
+	} else {
+		for _, m := range kr.Members {
+			o := t.members.Observe(m.Hash, k.Hash, m.Score, sw.Now, &t.bounds, &t.rules)
+			if o.Duplicate {
+				continue
+			}
+			if o.New {
+				t.holds.acquires++
+			}
+			t.holds.heartbeats += uint64(o.Heartbeats)
+			t.cur.members[o.State]++
+			flags |= o.State.Anomaly()
+			if o.State.Holding() {
+				used++
+				if o.State != track.StateFuture && m.Score > latest {
+					latest = m.Score
+				}
+			}
+		}
+	}
+	switch {
+	case kr.PTTL == -1:
+		t.cur.withoutTTL++
+	case kr.PTTL >= 0 && !math.IsInf(latest, -1) &&
+		float64(sw.Now+kr.PTTL)+t.rules.Skew < t.rules.Expiry(latest):
+		// A key that expires together with its newest slot (a library
+		// that PEXPIREs ttl on every refresh) is healthy: only an expiry
+		// earlier by more than the skew tolerance loses live slots.
+		t.cur.expiringEarly++
+	}
+	sw.Floor.Add(k.UserHash, k.User, used, flags)
+}
+
+func (t *slotSet) End(sw *Sweep, lost, deferEnds bool) Ended {
+	if deferEnds {
+		t.last = t.cur
+		return Ended{}
+	}
+	e := t.members.Sweep(sw.Now, sw.Carry, lost, &t.rules)
+	t.holds.end(e)
+	t.last = t.cur
+	return Ended{Lost: e.Count[track.OutcomeLost]}
+}
+
+func (t *slotSet) Publish(f *snapshot.Family) {
+	memberGauges(f, &t.last.members)
+	f.Gauges = append(f.Gauges,
+		gauge(snapshot.WithoutTTL, float64(t.last.withoutTTL)),
+		gauge(snapshot.ExpiringEarly, float64(t.last.expiringEarly)))
+	t.holds.publish(f, true)
+}
+
+func (t *slotSet) UserExtra(string) []snapshot.Value { return nil }

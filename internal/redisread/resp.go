@@ -1,0 +1,527 @@
+package redisread
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// The sweep's reads (one ZRANGE WITHSCORES and one PTTL per key, a million
+// keys a sweep) go over a connection of their own that speaks RESP2
+// directly: commands are appended to one buffer, and replies are parsed in
+// place, each member hashed straight from the reply bytes. Through go-redis
+// every command is an object with boxed arguments and every member a string
+// in an interface, which made the client, not Redis, the bottleneck. The
+// connection is opened with the client's own dialer (so TLS, sentinel
+// master discovery and unix sockets are the client's), authenticated with
+// the client's credentials, and sends nothing the client would not. SCAN, ZCOUNT and everything else stay on
+// go-redis. A client whose options this cannot reproduce (a credentials
+// provider, an OnConnect hook) is read through go-redis instead.
+
+// respIdle is how long an unused sweep connection is kept: long enough to
+// serve every batch of a sweep, short enough that it is gone between
+// sweeps.
+const respIdle = 2 * time.Second
+
+// rawClient returns the go-redis client whose connection settings the raw
+// reader can reproduce, or nil: a client with an OnConnect hook or a
+// streaming credentials provider is read through go-redis.
+func rawClient(c redis.Cmdable) *redis.Client {
+	cl, ok := c.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	o := cl.Options()
+	if o.Dialer == nil || o.OnConnect != nil || o.StreamingCredentialsProvider != nil {
+		return nil
+	}
+	return cl
+}
+
+// respConn is one raw connection.
+type respConn struct {
+	nc      net.Conn
+	rd      *bufio.Reader
+	wbuf    []byte
+	num     []byte
+	scratch []byte
+	readTO  time.Duration
+	broken  bool
+}
+
+// respPool keeps idle raw connections per client. A Reader owns one: it
+// goes away with the sweeper that made it, and with it the clients it
+// was keyed by.
+type respPool struct {
+	mu   sync.Mutex
+	idle map[*redis.Client][]*idleResp
+	// readOnly: connections send READONLY, as go-redis does for the node
+	// clients of a cluster client that reads from replicas.
+	readOnly bool
+}
+
+type idleResp struct {
+	c *respConn
+	t *time.Timer
+}
+
+func (p *respPool) get(ctx context.Context, cl *redis.Client) (*respConn, error) {
+	p.mu.Lock()
+	for list := p.idle[cl]; len(list) > 0; list = p.idle[cl] {
+		ic := list[len(list)-1]
+		p.idle[cl] = list[:len(list)-1]
+		if len(list) == 1 {
+			delete(p.idle, cl)
+		}
+		if ic.t.Stop() {
+			p.mu.Unlock()
+			return ic.c, nil
+		}
+	}
+	p.mu.Unlock()
+	return dialResp(ctx, cl, p.readOnly)
+}
+
+// put returns a connection for reuse, or closes it when a read left it
+// in an unknown state.
+func (p *respPool) put(cl *redis.Client, c *respConn) {
+	if c.broken {
+		_ = c.nc.Close()
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.idle == nil {
+		p.idle = map[*redis.Client][]*idleResp{}
+	}
+	ic := &idleResp{c: c}
+	ic.t = time.AfterFunc(respIdle, func() {
+		p.mu.Lock()
+		list := p.idle[cl]
+		for i, x := range list {
+			if x == ic {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(p.idle, cl)
+		} else {
+			p.idle[cl] = list
+		}
+		p.mu.Unlock()
+		_ = c.nc.Close()
+	})
+	p.idle[cl] = append(p.idle[cl], ic)
+}
+
+// close closes every idle connection.
+func (p *respPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for cl, list := range p.idle {
+		for _, ic := range list {
+			if ic.t.Stop() {
+				_ = ic.c.nc.Close()
+			}
+		}
+		delete(p.idle, cl)
+	}
+}
+
+func dialResp(ctx context.Context, cl *redis.Client, readOnly bool) (*respConn, error) {
+	o := cl.Options()
+	if o.DialTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.DialTimeout)
+		defer cancel()
+	}
+	nc, err := o.Dialer(ctx, o.Network, o.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	c := &respConn{nc: nc, rd: bufio.NewReaderSize(nc, 64<<10), readTO: o.ReadTimeout}
+	if err := c.hello(ctx, o, readOnly); err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// credentials picks the username and password in go-redis's order:
+// CredentialsProviderContext, CredentialsProvider, the static fields.
+func credentials(ctx context.Context, o *redis.Options) (string, string, error) {
+	switch {
+	case o.CredentialsProviderContext != nil:
+		return o.CredentialsProviderContext(ctx)
+	case o.CredentialsProvider != nil:
+		u, p := o.CredentialsProvider()
+		return u, p, nil
+	}
+	return o.Username, o.Password, nil
+}
+
+// hello authenticates, selects the database and, on a cluster replica,
+// sends READONLY, the way go-redis sets up a RESP2 connection. Nothing
+// else is sent: an ACL user limited to the sweep's commands never trips
+// the ACL log.
+func (c *respConn) hello(ctx context.Context, o *redis.Options, readOnly bool) error {
+	user, pass, err := credentials(ctx, o)
+	if err != nil {
+		return fmt.Errorf("credentials: %w", err)
+	}
+	c.wbuf = c.wbuf[:0]
+	var sent []string
+	if pass != "" {
+		if user != "" {
+			c.cmd("AUTH", user, pass)
+		} else {
+			c.cmd("AUTH", pass)
+		}
+		sent = append(sent, "AUTH")
+	}
+	if o.DB != 0 {
+		c.cmd("SELECT", strconv.Itoa(o.DB))
+		sent = append(sent, "SELECT")
+	}
+	if readOnly {
+		c.cmd("READONLY")
+		sent = append(sent, "READONLY")
+	}
+	if len(sent) == 0 {
+		return nil
+	}
+	stop, err := c.flush(ctx)
+	defer stop()
+	if err != nil {
+		return err
+	}
+	for _, what := range sent {
+		line, err := c.line()
+		if err != nil {
+			return c.ioErr(ctx, err)
+		}
+		if line[0] == '-' {
+			return fmt.Errorf("%s: %s", what, line[1:])
+		}
+	}
+	return nil
+}
+
+// cmd appends one command to the write buffer.
+func (c *respConn) cmd(args ...string) {
+	c.wbuf = append(c.wbuf, '*')
+	c.wbuf = strconv.AppendInt(c.wbuf, int64(len(args)), 10)
+	c.wbuf = append(c.wbuf, '\r', '\n')
+	for _, a := range args {
+		c.bulk(a)
+	}
+}
+
+func (c *respConn) bulk(a string) {
+	c.wbuf = append(c.wbuf, '$')
+	c.wbuf = strconv.AppendInt(c.wbuf, int64(len(a)), 10)
+	c.wbuf = append(c.wbuf, '\r', '\n')
+	c.wbuf = append(c.wbuf, a...)
+	c.wbuf = append(c.wbuf, '\r', '\n')
+}
+
+// deadline arms the connection for one exchange: the read timeout from the
+// client's options, cut short when ctx ends. The returned func disarms the
+// context watch; a connection whose watch has already fired is not reused,
+// since the watch may still be about to move its deadline.
+func (c *respConn) deadline(ctx context.Context) (func(), error) {
+	var d time.Time
+	if c.readTO > 0 {
+		d = time.Now().Add(c.readTO)
+	}
+	_ = c.nc.SetDeadline(d)
+	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) })
+	release := func() {
+		if !stop() {
+			c.broken = true
+		}
+	}
+	// Checked after arming: a ctx that ended before AfterFunc was set up
+	// may have had its deadline overwritten above.
+	if err := ctx.Err(); err != nil {
+		release()
+		return func() {}, err
+	}
+	return release, nil
+}
+
+// flush writes the buffered commands.
+func (c *respConn) flush(ctx context.Context) (func(), error) {
+	stop, err := c.deadline(ctx)
+	if err != nil {
+		c.broken = true
+		return stop, err
+	}
+	if _, err := c.nc.Write(c.wbuf); err != nil {
+		c.broken = true
+		return stop, c.ioErr(ctx, err)
+	}
+	c.wbuf = c.wbuf[:0]
+	return stop, nil
+}
+
+func (c *respConn) ioErr(ctx context.Context, err error) error {
+	c.broken = true
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+var errProtocol = errors.New("redis: unexpected reply")
+
+// line reads one reply line without its CRLF. The slice is valid until the
+// next read.
+func (c *respConn) line() ([]byte, error) {
+	b, err := c.rd.ReadSlice('\n')
+	if err != nil {
+		c.broken = true
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, fmt.Errorf("%w: reply line longer than %d bytes", errProtocol, c.rd.Size())
+		}
+		return nil, err
+	}
+	if len(b) < 3 || b[len(b)-2] != '\r' {
+		c.broken = true
+		return nil, fmt.Errorf("%w: %q", errProtocol, b)
+	}
+	return b[:len(b)-2], nil
+}
+
+// bulkBody reads a bulk string's body of n bytes; the slice is valid until the
+// next read.
+func (c *respConn) bulkBody(n int) ([]byte, error) {
+	if n+2 <= c.rd.Size() {
+		b, err := c.rd.Peek(n + 2)
+		if err != nil {
+			c.broken = true
+			return nil, err
+		}
+		_, _ = c.rd.Discard(n + 2)
+		return b[:n], nil
+	}
+	if cap(c.scratch) < n+2 {
+		c.scratch = make([]byte, n+2)
+	}
+	b := c.scratch[:n+2]
+	if _, err := io.ReadFull(c.rd, b); err != nil {
+		c.broken = true
+		return nil, err
+	}
+	return b[:n], nil
+}
+
+// parseInt reads a RESP integer (the text after the type byte).
+func parseInt(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(ch-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// parseScore reads a score as Redis prints it (%.17g, "inf", "-inf").
+// Whole numbers of up to 15 digits, which millisecond timestamps are, are
+// converted exactly without strconv.
+func parseScore(b []byte) (float64, error) {
+	if len(b) > 0 && len(b) <= 15 {
+		if n, ok := parseInt(b); ok {
+			return float64(n), nil
+		}
+	}
+	switch string(b) {
+	case "inf", "+inf":
+		return math.Inf(1), nil
+	case "-inf":
+		return math.Inf(-1), nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: score %q", errProtocol, b)
+	}
+	return f, nil
+}
+
+// sendSlotReads queues ZRANGE key 0 max WITHSCORES and PTTL key for every
+// key and writes them.
+func (c *respConn) sendSlotReads(ctx context.Context, keys []string, maxMembers int64) error {
+	c.num = strconv.AppendInt(c.num[:0], maxMembers, 10)
+	for _, k := range keys {
+		c.wbuf = append(c.wbuf, "*5\r\n$6\r\nZRANGE\r\n"...)
+		c.bulk(k)
+		c.wbuf = append(c.wbuf, "$1\r\n0\r\n$"...)
+		c.wbuf = strconv.AppendInt(c.wbuf, int64(len(c.num)), 10)
+		c.wbuf = append(c.wbuf, '\r', '\n')
+		c.wbuf = append(c.wbuf, c.num...)
+		c.wbuf = append(c.wbuf, "\r\n$10\r\nWITHSCORES\r\n*2\r\n$4\r\nPTTL\r\n"...)
+		c.bulk(k)
+	}
+	stop, err := c.flush(ctx)
+	stop()
+	return err
+}
+
+// recvSlotReads parses the replies to sendSlotReads for keys. Errors local
+// to a key are classified on the key's read; any other failure leaves the
+// connection broken.
+func (c *respConn) recvSlotReads(ctx context.Context, keys []string, maxMembers int64, reads []KeyRead) ([]int, error) {
+	stop, err := c.deadline(ctx)
+	defer stop()
+	if err != nil {
+		c.broken = true
+		return nil, err
+	}
+	slab := make([]Member, 0, len(keys)*2)
+	var big []int
+	d := xxhash.New()
+	for i, k := range keys {
+		r := &reads[i]
+		r.Key = k
+		d.Reset()
+		_, _ = d.WriteString(k)
+		_, _ = d.Write([]byte{0})
+		start := len(slab)
+		n, zerr, err := c.readZRange(d, &slab)
+		if err != nil {
+			return nil, c.ioErr(ctx, err)
+		}
+		pttl, perr, err := c.readInt()
+		if err != nil {
+			return nil, c.ioErr(ctx, err)
+		}
+		for _, e := range [][]byte{zerr, perr} {
+			if e == nil {
+				continue
+			}
+			if err := judgeError(r, string(e)); err != nil {
+				c.broken = true // the rest of the replies are unread
+				return nil, err
+			}
+			break
+		}
+		if r.Status != OK {
+			slab = slab[:start]
+			continue
+		}
+		r.PTTL = pttl
+		switch {
+		case n == 0 || pttl == -2:
+			r.Status = Gone
+			slab = slab[:start]
+		case int64(n) > maxMembers:
+			r.Oversized = true
+			slab = slab[:start]
+			big = append(big, i)
+		default:
+			r.Members = slab[start:len(slab):len(slab)]
+		}
+	}
+	return big, nil
+}
+
+// readZRange reads a ZRANGE WITHSCORES reply, appending its members to
+// slab. An error reply is returned as errMsg.
+func (c *respConn) readZRange(prefix *xxhash.Digest, slab *[]Member) (n int, errMsg []byte, err error) {
+	line, err := c.line()
+	if err != nil {
+		return 0, nil, err
+	}
+	switch line[0] {
+	case '-':
+		return 0, append([]byte(nil), line[1:]...), nil
+	case '*':
+	default:
+		return 0, nil, fmt.Errorf("%w to ZRANGE: %q", errProtocol, line)
+	}
+	cnt, ok := parseInt(line[1:])
+	if !ok || cnt%2 != 0 {
+		if cnt == -1 {
+			return 0, nil, nil
+		}
+		return 0, nil, fmt.Errorf("%w to ZRANGE: %q", errProtocol, line)
+	}
+	for j := int64(0); j < cnt; j += 2 {
+		m, err := c.bulkReply()
+		if err != nil {
+			return 0, nil, err
+		}
+		d := *prefix
+		_, _ = d.Write(m)
+		h := d.Sum64()
+		s, err := c.bulkReply()
+		if err != nil {
+			return 0, nil, err
+		}
+		score, err := parseScore(s)
+		if err != nil {
+			return 0, nil, err
+		}
+		*slab = append(*slab, Member{Hash: h, Score: score})
+	}
+	return int(cnt / 2), nil, nil
+}
+
+// bulkReply reads one bulk string; the slice is valid until the next read.
+func (c *respConn) bulkReply() ([]byte, error) {
+	line, err := c.line()
+	if err != nil {
+		return nil, err
+	}
+	if line[0] != '$' {
+		return nil, fmt.Errorf("%w: want a bulk string, got %q", errProtocol, line)
+	}
+	n, ok := parseInt(line[1:])
+	if !ok || n < 0 {
+		return nil, fmt.Errorf("%w: bulk length %q", errProtocol, line)
+	}
+	return c.bulkBody(int(n))
+}
+
+// readInt reads an integer reply; an error reply is returned as errMsg.
+func (c *respConn) readInt() (n int64, errMsg []byte, err error) {
+	line, err := c.line()
+	if err != nil {
+		return 0, nil, err
+	}
+	switch line[0] {
+	case ':':
+		if n, ok := parseInt(line[1:]); ok {
+			return n, nil, nil
+		}
+	case '-':
+		return 0, append([]byte(nil), line[1:]...), nil
+	}
+	return 0, nil, fmt.Errorf("%w: want an integer, got %q", errProtocol, line)
+}

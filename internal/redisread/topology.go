@@ -1,0 +1,266 @@
+package redisread
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Node is one Redis server a sweep reads from.
+type Node struct {
+	Addr string
+	C    redis.Cmdable
+}
+
+// Topology lists the servers that together hold the keyspace: a
+// cluster's masters (or one replica per shard with read_from: replica),
+// or the one server of a standalone or Sentinel-managed setup.
+type Topology struct {
+	single  redis.UniversalClient
+	cluster *redis.ClusterClient
+	replica bool
+}
+
+// NewTopology picks how to find the servers behind a client.
+func NewTopology(c redis.UniversalClient, readReplica bool) *Topology {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		return &Topology{cluster: cc, replica: readReplica}
+	}
+	return &Topology{single: c}
+}
+
+// IsCluster reports whether the keyspace is spread over a cluster.
+func (t *Topology) IsCluster() bool { return t.cluster != nil }
+
+// Router returns a client that sends each key to the node that holds it
+// now, following MOVED and ASK; for a single server, the client itself.
+func (t *Topology) Router() redis.Cmdable {
+	if t.cluster != nil {
+		return t.cluster
+	}
+	return t.single
+}
+
+// Nodes lists the servers to read. In a cluster, the masters, or with
+// read_from: replica one replica per shard. ForEachMaster and
+// ForEachShard reload the slot map first, so a sweep after a reshard or a
+// failover reads the nodes that hold the keys now.
+func (t *Topology) Nodes(ctx context.Context) ([]Node, error) {
+	if t.cluster == nil {
+		addr := ""
+		if c, ok := t.single.(*redis.Client); ok {
+			addr = c.Options().Addr
+		}
+		return []Node{{Addr: addr, C: t.single}}, nil
+	}
+	if t.replica {
+		// Should the shard map be unreadable or not match the slot map,
+		// the masters are read: a complete sweep beats a replica-only one.
+		if nodes, err := t.replicaNodes(ctx); err == nil {
+			return sortNodes(nodes), nil
+		}
+	}
+	var (
+		mu    sync.Mutex
+		nodes []Node
+	)
+	err := t.cluster.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		nodes = append(nodes, Node{Addr: c.Options().Addr, C: c})
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sortNodes(nodes), nil
+}
+
+// shardNode is one server of a shard as CLUSTER SHARDS (or CLUSTER SLOTS)
+// describes it.
+type shardNode struct {
+	id, role string
+	addrs    []string // the addresses it may be known by
+	healthy  bool     // CLUSTER SHARDS health "online"
+	failed   bool
+	offset   int64
+}
+
+// replicaNodes picks one replica per shard: the most up to date of the
+// synced ones. A shard with no usable replica is read from its master, so
+// no part of the keyspace goes unswept; a shard whose nodes match none of
+// the client's fails the listing.
+func (t *Topology) replicaNodes(ctx context.Context) ([]Node, error) {
+	type known struct {
+		c *redis.Client
+		// synced is ROLE's word that the replica has finished its sync
+		// and is connected; unknown when ROLE is refused.
+		synced, roleKnown bool
+	}
+	var mu sync.Mutex
+	byID := map[string]known{}
+	byAddr := map[string]known{}
+	err := t.cluster.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error {
+		var id *redis.StringCmd
+		var role *redis.Cmd
+		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			// The client's address may not be the one the node announces
+			// (go-redis rewrites a loopback address seen through a remote
+			// seed; a TLS-only node announces port 0): match by node id.
+			id = p.ClusterMyID(ctx)
+			role = p.Do(ctx, "ROLE")
+			return nil
+		})
+		k := known{c: c}
+		if r, err := role.Slice(); err == nil && len(r) >= 4 {
+			k.roleKnown = true
+			k.synced = r[0] == "slave" && r[3] == "connected"
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if v, err := id.Result(); err == nil && v != "" {
+			byID[v] = k
+		}
+		byAddr[c.Options().Addr] = k
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	shards, err := t.shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var nodes []Node
+	for _, sh := range shards {
+		var master, replica *redis.Client
+		var best int64
+		for _, n := range sh {
+			k, ok := byID[n.id]
+			for _, a := range n.addrs {
+				if !ok {
+					k, ok = byAddr[a]
+				}
+			}
+			if !ok {
+				continue
+			}
+			// Redis 7.0 reports a replica as "loading" until the gossip
+			// carries a replication offset, which can take a while on an
+			// idle cluster: ROLE, asked of the replica itself, is the
+			// better witness.
+			usable := !n.failed && (k.synced || !k.roleKnown && n.healthy)
+			switch {
+			case n.role == "master":
+				master = k.c
+			case usable && (replica == nil || n.offset > best):
+				replica, best = k.c, n.offset
+			}
+		}
+		switch {
+		case replica != nil:
+			nodes = append(nodes, Node{Addr: replica.Options().Addr, C: replica})
+		case master != nil:
+			nodes = append(nodes, Node{Addr: master.Options().Addr, C: master})
+		default:
+			return nil, errors.New("a shard matches none of the cluster client's nodes")
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, errors.New("no shard owns slots")
+	}
+	return nodes, nil
+}
+
+// shards groups the nodes that own slots by shard, master first. CLUSTER
+// SHARDS (Redis 7.0+) says which nodes are healthy; older servers answer
+// CLUSTER SLOTS instead. Shards without slots are left out, as go-redis
+// leaves them out of its node list: in 7.0 a failed-over master lingers
+// as one.
+func (t *Topology) shards(ctx context.Context) ([][]shardNode, error) {
+	res, err := t.cluster.ClusterShards(ctx).Result()
+	if err == nil {
+		var out [][]shardNode
+		for _, sh := range res {
+			if len(sh.Slots) == 0 {
+				continue
+			}
+			var ns []shardNode
+			for _, n := range sh.Nodes {
+				sn := shardNode{id: n.ID, role: n.Role, offset: n.ReplicationOffset,
+					healthy: n.Health == "" || n.Health == "online", failed: strings.HasPrefix(n.Health, "fail")}
+				for _, host := range []string{n.Endpoint, n.IP, n.Hostname} {
+					if host == "" || host == "?" {
+						continue
+					}
+					for _, port := range []int64{n.Port, n.TLSPort} {
+						if port > 0 {
+							sn.addrs = append(sn.addrs, net.JoinHostPort(host, strconv.FormatInt(port, 10)))
+						}
+					}
+				}
+				ns = append(ns, sn)
+			}
+			out = append(out, ns)
+		}
+		return out, nil
+	}
+	slots, serr := t.cluster.ClusterSlots(ctx).Result()
+	if serr != nil {
+		return nil, fmt.Errorf("CLUSTER SHARDS: %w; CLUSTER SLOTS: %w", err, serr)
+	}
+	// CLUSTER SLOTS lists a master once per slot range and leaves out
+	// failed replicas.
+	idx := map[string]int{}
+	var out [][]shardNode
+	for _, sl := range slots {
+		if len(sl.Nodes) == 0 {
+			continue
+		}
+		key := sl.Nodes[0].ID + "@" + sl.Nodes[0].Addr
+		if _, ok := idx[key]; ok {
+			continue
+		}
+		idx[key] = len(out)
+		var ns []shardNode
+		for i, n := range sl.Nodes {
+			role := "replica"
+			if i == 0 {
+				role = "master"
+			}
+			ns = append(ns, shardNode{id: n.ID, role: role, addrs: []string{n.Addr}, healthy: true})
+		}
+		out = append(out, ns)
+	}
+	return out, nil
+}
+
+func sortNodes(n []Node) []Node {
+	for i := 1; i < len(n); i++ {
+		for j := i; j > 0 && n[j].Addr < n[j-1].Addr; j-- {
+			n[j], n[j-1] = n[j-1], n[j]
+		}
+	}
+	return n
+}
+
+// RunID reads INFO server's run_id: it changes when the server restarts,
+// which is one way an emptied keyspace is told apart from mass releases.
+func RunID(ctx context.Context, c redis.Cmdable) (string, error) {
+	s, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,813 @@
+package sweep_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/collector"
+	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redistest"
+	"github.com/slotexporter/slot_exporter/redisconn"
+)
+
+// clusterConfig is the config of every cluster test; redisSection is the
+// redis: block.
+func clusterConfig(redisSection string, ttl, hb time.Duration) string {
+	return redisSection + fmt.Sprintf(`
+sampling:
+  interval: 5s
+  timeout: 20s
+  scan_count: 50
+leaks:
+  per_user_series: 100000
+families:
+  - name: streams
+    kind: slotset
+    match: "t:streams:*"
+    user: '^t:streams:\{?([^}]+)\}?$'
+    limit: 3
+    ttl: %s
+    heartbeat_interval: %s
+    max_hold: 1h
+  - name: legacy
+    kind: counter
+    match: "t:legacy:*"
+    user: '^t:legacy:\{?([^}]+)\}?$'
+    limit: 3
+`, ttl, hb)
+}
+
+func standaloneSection(addr string) string {
+	return fmt.Sprintf("redis:\n  addr: %q\n", addr)
+}
+
+func clusterSection(c *redistest.Cluster, readFrom string) string {
+	var b strings.Builder
+	b.WriteString("redis:\n  mode: cluster\n  read_from: " + readFrom + "\n  addrs:\n")
+	for _, a := range c.Addrs() {
+		fmt.Fprintf(&b, "    - %q\n", a)
+	}
+	return b.String()
+}
+
+// logRecord is one captured log line.
+type logRecord struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+// logCapture is a slog handler that keeps every record, so that tests can
+// check what a sweep reported.
+type logCapture struct {
+	mu    *sync.Mutex
+	recs  *[]logRecord
+	attrs []slog.Attr
+}
+
+func newLogCapture() *logCapture {
+	return &logCapture{mu: &sync.Mutex{}, recs: &[]logRecord{}}
+}
+
+func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
+	rec := logRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}
+	for _, a := range h.attrs {
+		rec.attrs[a.Key] = a.Value.String()
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	*h.recs = append(*h.recs, rec)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *logCapture) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logCapture{mu: h.mu, recs: h.recs, attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
+}
+
+func (h *logCapture) WithGroup(string) slog.Handler { return h }
+
+// take returns the records so far and forgets them.
+func (h *logCapture) take() []logRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := *h.recs
+	*h.recs = nil
+	return out
+}
+
+// movedReports are the records in which a sweep said keys changed nodes.
+func movedReports(recs []logRecord) []logRecord {
+	var out []logRecord
+	for _, r := range recs {
+		if strings.Contains(r.msg, "changed cluster nodes") && r.attrs["family"] == "streams" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// newConfiguredHarness builds the client the way main.go does, through
+// redisconn, so that cluster mode and read_from are the exporter's own.
+func newConfiguredHarness(t *testing.T, yaml string, logs *logCapture) *harness {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, yaml)
+	}
+	client, err := redisconn.New(&cfg.Redis)
+	if err != nil {
+		t.Fatalf("redisconn: %v", err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	var h slog.Handler = newLogCapture()
+	if logs != nil {
+		h = logs
+	}
+	s := collector.NewSweeper(cfg, client, slog.New(h), nil)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector.New(s.Snapshot, nil))
+	return &harness{t: t, s: s, reg: reg}
+}
+
+// redisTimeMs reads a server's clock: both setups get scores from the same
+// base, so the same member is in the same state on both.
+func redisTimeMs(t *testing.T, c redis.Cmdable) int64 {
+	t.Helper()
+	tm, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatalf("TIME: %v", err)
+	}
+	return tm.UnixMilli()
+}
+
+const (
+	wlUsers    = 240
+	wlCounters = 60
+	wlTTL      = 60 * time.Second
+	wlHB       = 10 * time.Second
+)
+
+func streamKey(user string) string { return "t:streams:{" + user + "}" }
+
+// writeWorkload writes the equality workload: per user, by i%6, one live
+// slot; two live and a stale one; an expired and a live one; a future one;
+// four live (over the limit of 3); only an expired one. Some keys have no
+// TTL, some expire before their live slots. Counters run from -1 to 4, and
+// a few keys are of the wrong type, carry a bad value or name no user.
+func writeWorkload(t *testing.T, c redis.Cmdable, base int64) {
+	t.Helper()
+	ctx := context.Background()
+	live := float64(base + 55_000)   // heartbeat 5s ago
+	stale := float64(base + 30_000)  // heartbeat 30s ago, stale after 20s
+	expired := float64(base - 5_000) // already past
+	future := float64(base + 3_600_000)
+	pipe := c.Pipeline()
+	for i := range wlUsers {
+		k := streamKey(fmt.Sprintf("u%03d", i))
+		var zs []redis.Z
+		switch i % 6 {
+		case 0:
+			zs = []redis.Z{{Score: live, Member: "a"}}
+		case 1:
+			zs = []redis.Z{{Score: live, Member: "a"}, {Score: live, Member: "b"}, {Score: stale, Member: "s"}}
+		case 2:
+			zs = []redis.Z{{Score: expired, Member: "x"}, {Score: live, Member: "a"}}
+		case 3:
+			zs = []redis.Z{{Score: future, Member: "f"}}
+		case 4:
+			zs = []redis.Z{{Score: live, Member: "a"}, {Score: live, Member: "b"}, {Score: live, Member: "c"}, {Score: live, Member: "d"}}
+		case 5:
+			zs = []redis.Z{{Score: expired, Member: "x"}}
+		}
+		pipe.ZAdd(ctx, k, zs...)
+		switch i % 10 {
+		case 7: // no TTL
+		case 8:
+			pipe.PExpire(ctx, k, 10*time.Second) // before its live slots
+		default:
+			pipe.PExpire(ctx, k, 2*wlTTL)
+		}
+	}
+	for i := range wlCounters {
+		pipe.Set(ctx, fmt.Sprintf("t:legacy:{c%03d}", i), i%6-1, 0)
+	}
+	pipe.Set(ctx, "t:streams:{wrongtype}", "1", 0)
+	pipe.HSet(ctx, "t:legacy:{hash}", "f", "v")
+	pipe.Set(ctx, "t:legacy:{bad}", "abc", 0)
+	pipe.ZAdd(ctx, "t:streams:}", redis.Z{Score: live, Member: "a"})
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatalf("write workload: %v", err)
+	}
+}
+
+// changeWorkload is the second round: releases, new acquires, heartbeats
+// (20s = 2 intervals), a set whose only slot expired is deleted, counters
+// move.
+func changeWorkload(t *testing.T, c redis.Cmdable, base int64) {
+	t.Helper()
+	ctx := context.Background()
+	pipe := c.Pipeline()
+	for i := range wlUsers {
+		k := streamKey(fmt.Sprintf("u%03d", i))
+		switch i % 6 {
+		case 0:
+			pipe.ZAddArgs(ctx, k, redis.ZAddArgs{XX: true, GT: true, Members: []redis.Z{{Score: float64(base + 75_000), Member: "a"}}})
+		case 1:
+			pipe.ZRem(ctx, k, "a")
+		case 3:
+			pipe.ZAdd(ctx, k, redis.Z{Score: float64(base + 58_000), Member: "n"})
+		case 5:
+			pipe.Del(ctx, k)
+		}
+	}
+	for i := 0; i < wlCounters; i += 4 {
+		pipe.Decr(ctx, fmt.Sprintf("t:legacy:{c%03d}", i))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatalf("change workload: %v", err)
+	}
+}
+
+// excludedFromEquality are the exporter's own timings: they differ between
+// any two runs.
+var excludedFromEquality = map[string]bool{
+	"slot_exporter_sweep_duration_seconds":       true,
+	"slot_exporter_last_sweep_timestamp_seconds": true,
+	"slot_exporter_clock_skew_seconds":           true,
+}
+
+func metricName(series string) string {
+	if i := strings.IndexByte(series, '{'); i >= 0 {
+		return series[:i]
+	}
+	return series
+}
+
+// expectSameDomain compares every slot_* series of two exporters. Floor
+// ages are seconds since a sweep, so they may differ by the time between
+// the two setups' sweeps.
+func expectSameDomain(t *testing.T, what string, want, got map[string]float64) {
+	t.Helper()
+	keys := map[string]bool{}
+	for k := range want {
+		keys[k] = true
+	}
+	for k := range got {
+		keys[k] = true
+	}
+	var sorted []string
+	for k := range keys {
+		if strings.HasPrefix(k, "slot_") && !excludedFromEquality[metricName(k)] {
+			sorted = append(sorted, k)
+		}
+	}
+	sort.Strings(sorted)
+	bad := 0
+	for _, k := range sorted {
+		w, wok := want[k]
+		g, gok := got[k]
+		switch {
+		case !wok || !gok:
+			t.Errorf("%s: %s present on one side only (single node %v/%v, cluster %v/%v)", what, k, w, wok, g, gok)
+			bad++
+		case metricName(k) == "slot_user_floor_seconds":
+			if math.Abs(w-g) > 2 {
+				t.Errorf("%s: %s = %v, single node has %v", what, k, g, w)
+				bad++
+			}
+		case w != g:
+			t.Errorf("%s: %s = %v, single node has %v", what, k, g, w)
+			bad++
+		}
+		if bad > 20 {
+			t.Fatalf("%s: too many differences", what)
+		}
+	}
+	if len(sorted) < 100 {
+		t.Fatalf("%s: only %d series compared", what, len(sorted))
+	}
+}
+
+// TestClusterSameTotalsAsSingleNode runs the same workload on a 3-master
+// cluster and on a single server: after each of two sweeps, every domain
+// metric is the same, so sweeping masters in parallel and merging neither
+// loses nor double-counts anything.
+func TestClusterSameTotalsAsSingleNode(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	cl := redistest.StartCluster(t, 3, 0)
+	single := newConfiguredHarness(t, clusterConfig(standaloneSection(srv.Addr), wlTTL, wlHB), nil)
+	cluster := newConfiguredHarness(t, clusterConfig(clusterSection(cl, "primary"), wlTTL, wlHB), nil)
+
+	sc, cc := srv.Client(), cl.Client()
+	base := redisTimeMs(t, sc)
+	writeWorkload(t, sc, base)
+	writeWorkload(t, cc, base)
+	// The merge only means something if every master holds part of it.
+	for _, m := range cl.Masters() {
+		n, err := cl.NodeClient(m).DBSize(context.Background()).Result()
+		if err != nil || n < 50 {
+			t.Fatalf("master %s holds %d keys (%v): the workload is not spread", m.Addr, n, err)
+		}
+	}
+
+	single.sweep()
+	cluster.sweep()
+	ms, mc := single.metrics(), cluster.metrics()
+	// Known truth, so that equality is not that of two empty pages.
+	expect(t, mc, map[string]float64{
+		`slot_sets{family="streams"}`:                                            wlUsers,
+		`slot_members{family="streams",state="live"}`:                            wlUsers / 6 * 8,
+		`slot_members{family="streams",state="stale"}`:                           wlUsers / 6,
+		`slot_members{family="streams",state="expired"}`:                         wlUsers / 6 * 2,
+		`slot_members{family="streams",state="future"}`:                          wlUsers / 6,
+		`slot_users_over_limit{family="streams"}`:                                wlUsers / 6,
+		`slot_sets_without_ttl{family="streams"}`:                                wlUsers / 10,
+		`slot_counters_negative{family="legacy"}`:                                wlCounters / 6,
+		`slot_exporter_keys_skipped_total{family="streams",reason="wrong_type"}`: 1,
+		`slot_exporter_keys_skipped_total{family="streams",reason="bad_user"}`:   1,
+		`slot_exporter_keys_skipped_total{family="legacy",reason="wrong_type"}`:  1,
+		`slot_exporter_keys_skipped_total{family="legacy",reason="bad_value"}`:   1,
+		`slot_exporter_keys_scanned_total{family="streams"}`:                     wlUsers + 2,
+		`slot_acquires_total{family="streams"}`:                                  wlUsers / 6 * 12,
+	})
+	if mc[`slot_sets_expiring_early{family="streams"}`] == 0 {
+		t.Errorf("no set expiring early: the workload misses a case")
+	}
+	expectSameDomain(t, "first sweep", ms, mc)
+
+	changeWorkload(t, sc, base)
+	changeWorkload(t, cc, base)
+	single.sweep()
+	cluster.sweep()
+	ms, mc = single.metrics(), cluster.metrics()
+	expect(t, mc, map[string]float64{
+		`slot_heartbeats_total{family="streams"}`:                     wlUsers / 6 * 2,
+		`slot_holds_ended_total{family="streams",outcome="released"}`: wlUsers / 6,
+		`slot_holds_ended_total{family="streams",outcome="expired"}`:  wlUsers / 6,
+		`slot_holds_ended_total{family="streams",outcome="lost"}`:     0,
+		`slot_acquires_total{family="streams"}`:                       wlUsers / 6 * 13,
+	})
+	expectSameDomain(t, "second sweep", ms, mc)
+}
+
+// cmdCalls returns how many times a node ran cmd since its last
+// CONFIG RESETSTAT.
+func cmdCalls(t *testing.T, c *redis.Client, cmd string) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func resetStats(t *testing.T, cl *redistest.Cluster) {
+	t.Helper()
+	for _, s := range cl.Nodes {
+		if err := cl.NodeClient(s).ConfigResetStat(context.Background()).Err(); err != nil {
+			t.Fatalf("CONFIG RESETSTAT on %s: %v", s.Addr, err)
+		}
+	}
+}
+
+// expectReadsOn checks that the slot sets were read on exactly the nodes
+// in on: ZRANGE calls there, none elsewhere.
+func expectReadsOn(t *testing.T, cl *redistest.Cluster, on []*redistest.Server) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, s := range on {
+		want[s.Addr] = true
+	}
+	for _, s := range cl.Nodes {
+		n := cmdCalls(t, cl.NodeClient(s), "zrange")
+		switch {
+		case want[s.Addr] && n == 0:
+			t.Errorf("%s: no ZRANGE, but the sweep should have read it", s.Addr)
+		case !want[s.Addr] && n != 0:
+			t.Errorf("%s: %d ZRANGE calls, but the sweep should not have read it", s.Addr, n)
+		}
+	}
+}
+
+// TestClusterReadFromReplica: with read_from: replica every shard is read
+// on its replica, masters see no reads, and the totals are those read on
+// the masters.
+func TestClusterReadFromReplica(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 1)
+	fromReplica := newConfiguredHarness(t, clusterConfig(clusterSection(cl, "replica"), wlTTL, wlHB), nil)
+	fromMaster := newConfiguredHarness(t, clusterConfig(clusterSection(cl, "primary"), wlTTL, wlHB), nil)
+	cc := cl.Client()
+	writeWorkload(t, cc, redisTimeMs(t, cc))
+	cl.WaitReplicated()
+
+	resetStats(t, cl)
+	fromReplica.sweep()
+	expectReadsOn(t, cl, cl.Replicas())
+
+	resetStats(t, cl)
+	fromMaster.sweep()
+	expectReadsOn(t, cl, cl.Masters())
+
+	mr := fromReplica.metrics()
+	if mr[`slot_sets{family="streams"}`] != wlUsers {
+		t.Errorf("replicas show %v sets, want %d", mr[`slot_sets{family="streams"}`], wlUsers)
+	}
+	expectSameDomain(t, "replica vs master", fromMaster.metrics(), mr)
+}
+
+// crcTable is CRC16-XMODEM, Redis Cluster's key hash.
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()
+
+// tagSlot is the hash slot of a key whose hash tag is tag.
+func tagSlot(tag string) int {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^tag[i]]
+	}
+	return int(crc) % redistest.ClusterSlots
+}
+
+// usersInSlot returns n user ids whose stream keys hash to slot.
+func usersInSlot(slot, n int) []string {
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		u := "s" + strconv.Itoa(i)
+		if tagSlot(u) == slot {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// writeLive gives each user two live slots that stay live for minutes.
+func writeLive(t *testing.T, c redis.Cmdable, users []string, base int64) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; i < len(users); i += 500 {
+		pipe := c.Pipeline()
+		for _, u := range users[i:min(i+500, len(users))] {
+			k := streamKey(u)
+			pipe.ZAdd(ctx, k, redis.Z{Score: float64(base + 9*60_000), Member: "a"}, redis.Z{Score: float64(base + 9*60_000), Member: "b"})
+			pipe.PExpire(ctx, k, 20*time.Minute)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	}
+}
+
+// steady is what a sweep of an unchanging keyspace of sets keys and
+// members members must show while nodes trade keys: never more than the
+// truth, nothing ended, no member acquired twice.
+func steady(t *testing.T, what string, m map[string]float64, sets, members int) {
+	t.Helper()
+	if v := m[`slot_sets{family="streams"}`]; v > float64(sets) {
+		t.Errorf("%s: slot_sets %v exceeds the %d keys: double-counted", what, v, sets)
+	}
+	if v := m[`slot_members{family="streams",state="live"}`]; v > float64(members) {
+		t.Errorf("%s: %v live members, only %d exist: double-counted", what, v, members)
+	}
+	if v := m[`slot_acquires_total{family="streams"}`]; v > float64(members) {
+		t.Errorf("%s: %v acquires for %d members", what, v, members)
+	}
+	for _, o := range []string{"released", "expired", "lost"} {
+		if v := m[`slot_holds_ended_total{family="streams",outcome="`+o+`"}`]; v != 0 {
+			t.Errorf("%s: %v holds ended as %s; nothing was released", what, v, o)
+		}
+	}
+}
+
+// exact is steady plus every key and member counted.
+func exact(t *testing.T, what string, m map[string]float64, sets, members int) {
+	t.Helper()
+	steady(t, what, m, sets, members)
+	expect(t, m, map[string]float64{
+		`slot_sets{family="streams"}`:                 float64(sets),
+		`slot_members{family="streams",state="live"}`: float64(members),
+		`slot_acquires_total{family="streams"}`:       float64(members),
+		`slot_users_active{family="streams"}`:         float64(sets),
+	})
+}
+
+const longTTL, longHB = 10 * time.Minute, time.Minute
+
+// TestClusterReshardDuringSweeps moves slots between masters while the
+// exporter sweeps. First, frozen halfway through a slot's migration: a
+// master sweep finds the moved keys through the redirection and reports
+// them; a replica sweep, which cannot follow a migration, misses them,
+// says so, and carries their members instead of ending them. Then a
+// range of slots holding hundreds of keys is migrated while both sweep
+// over and over: no sweep counts a key twice or ends a hold.
+func TestClusterReshardDuringSweeps(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 1)
+	ctx := context.Background()
+	pLogs, rLogs := newLogCapture(), newLogCapture()
+	primary := newConfiguredHarness(t, clusterConfig(clusterSection(cl, "primary"), longTTL, longHB), pLogs)
+	replica := newConfiguredHarness(t, clusterConfig(clusterSection(cl, "replica"), longTTL, longHB), rLogs)
+	cc := cl.Client()
+
+	const slot = 100
+	inSlot := usersInSlot(slot, 40)
+	if n, err := cc.ClusterKeySlot(ctx, streamKey(inSlot[0])).Result(); err != nil || n != slot {
+		t.Fatalf("CLUSTER KEYSLOT %s = %d (%v), want %d", streamKey(inSlot[0]), n, err, slot)
+	}
+	users := append([]string(nil), inSlot...)
+	for i := range 4000 {
+		users = append(users, fmt.Sprintf("u%04d", i))
+	}
+	sets, members := len(users), 2*len(users)
+	writeLive(t, cc, users, redisTimeMs(t, cc))
+	cl.WaitReplicated()
+	primary.sweep()
+	replica.sweep()
+	exact(t, "before", primary.metrics(), sets, members)
+	exact(t, "before (replica)", replica.metrics(), sets, members)
+	pLogs.take()
+	rLogs.take()
+
+	masters := cl.Masters()
+	from := cl.SlotOwner(slot)
+	var to *redistest.Server
+	for _, m := range masters {
+		if m != from {
+			to = m
+			break
+		}
+	}
+
+	// Halfway through migrating one slot.
+	if err := cl.BeginMigration(ctx, slot, from, to); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := cl.MoveKeys(ctx, slot, from, to, 7, 20); err != nil || n != 20 {
+		t.Fatalf("moved %d keys: %v", n, err)
+	}
+	cl.WaitReplicated()
+	primary.sweep()
+	exact(t, "mid-migration", primary.metrics(), sets, members)
+	rep := movedReports(pLogs.take())
+	if len(rep) != 1 || rep[0].attrs["keys"] != "20" || rep[0].attrs["reread"] != "20" || rep[0].attrs["missed"] != "0" {
+		t.Errorf("mid-migration sweep should report 20 keys redirected and read again, logged %+v", rep)
+	}
+	replica.sweep()
+	mr := replica.metrics()
+	steady(t, "mid-migration (replica)", mr, sets, members)
+	expect(t, mr, map[string]float64{
+		`slot_sets{family="streams"}`: float64(sets - 20),
+		// Users of missed keys keep their last used: a floor age must
+		// not restart because a slot was being migrated.
+		`slot_users_active{family="streams"}`: float64(sets),
+	})
+	rep = movedReports(rLogs.take())
+	if len(rep) != 1 || rep[0].level != slog.LevelWarn || rep[0].attrs["missed"] != "20" {
+		t.Errorf("mid-migration replica sweep should warn that 20 keys were missed, logged %+v", rep)
+	}
+	if _, err := cl.MoveKeys(ctx, slot, from, to, 100, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.FinishMigration(ctx, slot, from, to); err != nil {
+		t.Fatal(err)
+	}
+	cl.WaitHealthy(10 * time.Second)
+	primary.sweep()
+	replica.sweep()
+	exact(t, "after one slot", primary.metrics(), sets, members)
+	exact(t, "after one slot (replica)", replica.metrics(), sets, members)
+
+	// Slots 0-999 (some 250 keys) go from their owners to the next
+	// master while both exporters sweep without pause. The migration
+	// waits for a sweep of each every 100 slots, so that over a dozen
+	// sweeps overlap it whatever the machine's speed.
+	const reshardSlots = 1000
+	movingKeys := 0
+	for _, u := range users {
+		if tagSlot(u) < reshardSlots {
+			movingKeys++
+		}
+	}
+	began := time.Now()
+	var sweepsMu sync.Mutex
+	sweepCount := 0
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		wait := func(n int) error {
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				sweepsMu.Lock()
+				c := sweepCount
+				sweepsMu.Unlock()
+				if c >= n {
+					return nil
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("no sweep for 20s")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		owner := cl.SlotOwners()
+		next := map[*redistest.Server]*redistest.Server{masters[0]: masters[1], masters[1]: masters[2], masters[2]: masters[0]}
+		for s := range reshardSlots {
+			if s%100 == 0 {
+				sweepsMu.Lock()
+				target := sweepCount + 1
+				sweepsMu.Unlock()
+				if err := wait(target); err != nil {
+					done <- err
+					return
+				}
+			}
+			if err := cl.MigrateSlot(ctx, s, owner[s], next[owner[s]]); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	var sweeps, errs int
+	var migErr error
+loop:
+	for {
+		select {
+		case migErr = <-done:
+			break loop
+		default:
+		}
+		for _, h := range []*harness{primary, replica} {
+			if err := h.s.SweepOnce(ctx); err != nil {
+				errs++
+				t.Logf("sweep during reshard failed: %v", err)
+				continue
+			}
+			steady(t, fmt.Sprintf("sweep %d during reshard", sweeps), h.metrics(), sets, members)
+		}
+		sweeps++
+		sweepsMu.Lock()
+		sweepCount = sweeps
+		sweepsMu.Unlock()
+	}
+	if migErr != nil {
+		t.Fatalf("reshard: %v", migErr)
+	}
+	recs := append(pLogs.take(), rLogs.take()...)
+	reported, deferred := len(movedReports(recs)), 0
+	for _, r := range recs {
+		if strings.Contains(r.msg, "cannot account") {
+			deferred++
+		}
+	}
+	t.Logf("reshard of %d slots holding %d keys took %s: %d sweep pairs overlapped it; %d sweeps re-read keys that changed nodes, %d deferred ending holds, %d failed",
+		reshardSlots, movingKeys, time.Since(began).Round(time.Millisecond), sweeps, reported, deferred, errs)
+	if errs > 0 {
+		t.Errorf("%d sweeps failed during the reshard", errs)
+	}
+	cl.WaitHealthy(10 * time.Second)
+	cl.WaitReplicated()
+	primary.sweep()
+	replica.sweep()
+	exact(t, "after reshard", primary.metrics(), sets, members)
+	exact(t, "after reshard (replica)", replica.metrics(), sets, members)
+}
+
+// TestClusterFailover promotes a replica with CLUSTER FAILOVER while the
+// exporter sweeps, reading from masters and from replicas: sweeps go on,
+// totals stay right, nothing counts as ended or lost, and afterwards the
+// master sweep reads the promoted node.
+func TestClusterFailover(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 1)
+	ctx := context.Background()
+	logs := newLogCapture()
+	primary := newConfiguredHarness(t, clusterConfig(clusterSection(cl, "primary"), longTTL, longHB), logs)
+	replica := newConfiguredHarness(t, clusterConfig(clusterSection(cl, "replica"), longTTL, longHB), logs)
+	cc := cl.Client()
+	var users []string
+	for i := range 2000 {
+		users = append(users, fmt.Sprintf("u%04d", i))
+	}
+	sets, members := len(users), 2*len(users)
+	writeLive(t, cc, users, redisTimeMs(t, cc))
+	cl.WaitReplicated()
+	primary.sweep()
+	replica.sweep()
+	exact(t, "before", primary.metrics(), sets, members)
+	exact(t, "before (replica)", replica.metrics(), sets, members)
+
+	promoted := cl.Replicas()[0]
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var sweepErrs []error
+	sweeps := 0
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	defer halt()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, h := range []*harness{primary, replica} {
+				if err := h.s.SweepOnce(ctx); err != nil {
+					mu.Lock()
+					sweepErrs = append(sweepErrs, err)
+					mu.Unlock()
+				}
+			}
+			mu.Lock()
+			sweeps++
+			mu.Unlock()
+		}
+	}()
+	pairs := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return sweeps
+	}
+	waitPairs := func(n int) {
+		deadline := time.Now().Add(20 * time.Second)
+		for pairs() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("fewer than %d sweep pairs in 20s", n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitPairs(1)
+	old := cl.Failover(promoted, 15*time.Second)
+	// One more pair that starts after the failover is complete.
+	waitPairs(pairs() + 2)
+	halt()
+	deferred := 0
+	recs := logs.take()
+	for _, r := range recs {
+		if strings.Contains(r.msg, "cannot account") {
+			deferred++
+		}
+	}
+	t.Logf("failover of %s to %s: %d sweep pairs ran meanwhile; %d sweeps re-read keys that changed nodes, %d deferred ending holds, %d failed",
+		old.Addr, promoted.Addr, sweeps, len(movedReports(recs)), deferred, len(sweepErrs))
+	for _, err := range sweepErrs {
+		t.Errorf("sweep during failover failed: %v", err)
+	}
+	// The counters can only have grown; the gauges of the last sweeps
+	// must be the whole truth.
+	for i := range 3 {
+		primary.sweep()
+		replica.sweep()
+		exact(t, fmt.Sprintf("after failover, sweep %d", i), primary.metrics(), sets, members)
+		exact(t, fmt.Sprintf("after failover, sweep %d (replica)", i), replica.metrics(), sets, members)
+	}
+	resetStats(t, cl)
+	primary.sweep()
+	expectReadsOn(t, cl, cl.Masters())
+	if cmdCalls(t, cl.NodeClient(promoted), "zrange") == 0 {
+		t.Errorf("the promoted master %s was not read", promoted.Addr)
+	}
+	resetStats(t, cl)
+	replica.sweep()
+	expectReadsOn(t, cl, cl.Replicas())
+}

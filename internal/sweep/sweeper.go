@@ -1,0 +1,165 @@
+// Package sweep runs the background sweeps: one loop per family, each
+// reading the family's keys (internal/redisread), folding them into the
+// family's kind tracker (internal/kind) and floor (internal/track), and
+// publishing an immutable snapshot (internal/snapshot). Scrapes read the
+// latest snapshot; they never reach Redis.
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/kind"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/snapshot"
+)
+
+// Sweeper samples every family of a config in the background.
+type Sweeper struct {
+	cfg     *config.Config
+	topo    *redisread.Topology
+	reader  *redisread.Reader
+	watcher *redisread.Watcher // discovery: notify only
+	logger  *slog.Logger
+	fams    []*family
+	// viewWarned: the unreadable CLUSTER NODES warning is logged once.
+	viewWarned atomic.Bool
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New builds a sweeper. Families of prev with the same name and kind hand
+// over their state (trackers, counters, key budget, schedule), so a reload
+// neither resets counters nor reads every member as a fresh acquire, and
+// does not get around the key budget or sampling.interval. With
+// discovery: notify, Redis must publish keyspace events: New refuses
+// otherwise, with the CONFIG SET that fixes it. Once the config is known
+// to be runnable, New stops prev (which keeps running when New fails).
+func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, logger *slog.Logger, prev *Sweeper) (*Sweeper, error) {
+	replica := cfg.Redis.ReadFrom == config.ReadFromReplica
+	s := &Sweeper{
+		cfg:    cfg,
+		topo:   redisread.NewTopology(client, replica),
+		reader: redisread.NewReader(replica && cfg.Redis.Mode == config.ModeCluster),
+		logger: logger,
+	}
+	if cfg.Sampling.Discovery == config.DiscoveryNotify {
+		var fams []redisread.WatchedFamily
+		for i := range cfg.Families {
+			f := &cfg.Families[i]
+			fams = append(fams, redisread.WatchedFamily{Name: f.Name, Match: f.Match, Re: f.MatchRegexp, Classes: kind.NotifyClasses(f.Kind)})
+		}
+		if err := redisread.CheckNotify(ctx, s.topo, fams); err != nil {
+			return nil, err
+		}
+		s.watcher = redisread.NewWatcher(fams, cfg.Redis.DB, logger)
+	}
+	states := make([]*state, len(cfg.Families))
+	for i := range cfg.Families {
+		st, err := newState(&cfg.Families[i], &cfg.Sampling)
+		if err != nil {
+			return nil, err
+		}
+		states[i] = st
+	}
+	old := map[string]*family{}
+	if prev != nil {
+		prev.Stop()
+		for _, f := range prev.fams {
+			old[f.cfg.Name] = f
+		}
+	}
+	for i := range cfg.Families {
+		fc := &cfg.Families[i]
+		st := states[i]
+		if p := old[fc.Name]; p != nil && p.cfg.Kind == fc.Kind {
+			st = p.state.handOver(fc, &cfg.Sampling)
+		}
+		f := &family{cfg: fc, sampling: &cfg.Sampling, leaks: &cfg.Leaks, s: s, state: st}
+		if p := old[fc.Name]; p != nil {
+			f.snap.Store(p.snap.Load())
+		}
+		s.fams = append(s.fams, f)
+	}
+	return s, nil
+}
+
+// Start runs the sweep loops until Stop.
+func (s *Sweeper) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	for _, f := range s.fams {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			f.loop(ctx)
+		}()
+	}
+}
+
+// Stop ends the loops and waits for a sweep in flight to finish.
+func (s *Sweeper) Stop() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	if s.watcher != nil {
+		s.watcher.Close()
+	}
+	s.reader.Close()
+}
+
+// SweepOnce runs one sweep of every family, one after the other. Tests use
+// it to step time by hand.
+func (s *Sweeper) SweepOnce(ctx context.Context) error {
+	var errs []error
+	for _, f := range s.fams {
+		errs = append(errs, f.sweepAndPublish(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Ready reports whether every family has been swept successfully at least
+// once, so that /metrics has real numbers to show.
+func (s *Sweeper) Ready() bool {
+	for _, f := range s.fams {
+		if fs := f.snap.Load(); fs == nil || fs.LastSuccess.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+// Snapshot returns the latest published state.
+func (s *Sweeper) Snapshot() *snapshot.Snapshot {
+	snap := &snapshot.Snapshot{}
+	// The clock skew is the one measured last, by whichever family.
+	var at int64
+	for _, f := range s.fams {
+		if c := f.clock.Load(); c != nil && c.at > at {
+			at, snap.ClockSkew, snap.HaveClock = c.at, c.skew, true
+		}
+	}
+	for _, f := range s.fams {
+		if fs := f.snap.Load(); fs != nil {
+			snap.Families = append(snap.Families, fs)
+		} else {
+			snap.Families = append(snap.Families, f.emptySnapshot())
+		}
+	}
+	return snap
+}
+
+// Topology is how the sweeper finds the servers, for live reads of one
+// key (the on-call page).
+func (s *Sweeper) Topology() *redisread.Topology { return s.topo }
+
+func (s *Sweeper) String() string { return fmt.Sprintf("sweeper(%d families)", len(s.fams)) }

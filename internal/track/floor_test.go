@@ -1,0 +1,84 @@
+package track
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// BenchmarkFloorMemory reports the live heap per tracked user: 1M users
+// whose names are substrings of longer keys, as the sweeper passes them.
+func BenchmarkFloorMemory(b *testing.B) {
+	b.Run("steady", func(b *testing.B) { benchFloorMemory(b, 1) })
+	// Two thirds of the users keep two samples in their window.
+	b.Run("varying", func(b *testing.B) { benchFloorMemory(b, 3) })
+}
+
+func benchFloorMemory(b *testing.B, vary int) {
+	const users = 1_000_000
+	for range b.N {
+		// Measured from before the keys exist: they are the sweep's garbage,
+		// except what the tracker keeps of them.
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		keys := make([]string, users)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("joishi:streams:{%012d}", i)
+		}
+		f := NewFloorTracker()
+		for sweep := range 3 {
+			f.Begin()
+			for i, k := range keys {
+				name := k[16 : len(k)-1]
+				f.Add(xxhash.Sum64String(name), name, int64(1+(i+sweep)%vary), 0)
+			}
+			f.Commit(int64(1e12+sweep*5000), 600e3, 1800e3, Limits{Limit: 3, OverLimitIsAnomaly: true})
+		}
+		keys = nil
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/users, "B/user")
+		runtime.KeepAlive(f)
+	}
+}
+
+// TestFloorNamesSurviveCompaction churns users so that the name arena is
+// compacted, and checks every remembered name is still right.
+func TestFloorNamesSurviveCompaction(t *testing.T) {
+	f := NewFloorTracker()
+	now := int64(1e12)
+	for round := range 20 {
+		f.Begin()
+		for i := range 5000 {
+			name := fmt.Sprintf("user-%d-%d", round, i)
+			f.Add(xxhash.Sum64String(name), name, 1, 0)
+		}
+		// Only the previous round's users survive (window max).
+		now += 1000
+		f.Commit(now, 1500, 1e9, Limits{Limit: 10, OverLimitIsAnomaly: true})
+		if f.Len() > 10000 {
+			t.Fatalf("round %d: %d users remembered", round, f.Len())
+		}
+		views, _ := f.Top(1<<20, now)
+		for _, v := range views {
+			if f.users[xxhash.Sum64String(v.User)] == nil {
+				t.Fatalf("round %d: name %q does not hash to a remembered user", round, v.User)
+			}
+		}
+		if len(views) != f.Len() {
+			t.Fatalf("round %d: %d views, %d users", round, len(views), f.Len())
+		}
+	}
+	// Once all are gone, the slabs go too.
+	f.Begin()
+	f.Commit(now+1e6, 1500, 1e9, Limits{Limit: 10, OverLimitIsAnomaly: true})
+	if f.Len() != 0 || len(f.slab.free) != 0 || f.names.live != 0 {
+		t.Errorf("after all users left: %d users, %d free records, %d name bytes", f.Len(), len(f.slab.free), f.names.live)
+	}
+	if f.names.total > 4*arenaChunk+2*f.names.live {
+		t.Errorf("arena holds %d bytes for %d live", f.names.total, f.names.live)
+	}
+}

@@ -1,0 +1,283 @@
+package track
+
+import (
+	"math"
+	"math/bits"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// memberSlot is what the exporter remembers of one slot-set member between
+// sweeps. A million sets hold about 1.6 million of these, so it is 24 bytes
+// without pointers (the garbage collector never scans the table): the
+// member is known by a hash, and times by the generation (the sweep) they
+// were seen in.
+type memberSlot struct {
+	// h is the low half of the key's hash (which lets a key that could
+	// not be read keep its members) over the low half of the member's;
+	// 0 marks a free slot.
+	h     uint64
+	score float64 // last score seen, in the key's own score unit
+	first uint32  // generation of the sweep that first saw it
+	// genState is the generation of the last sweep that saw it (low 29
+	// bits: 85 years of 5-second sweeps) and its state then (top 3 bits).
+	genState uint32
+}
+
+const (
+	genBits  = 29
+	genMask  = 1<<genBits - 1
+	maxLoad  = 0.8 // linear probing stays short below this
+	minSlots = 64
+)
+
+func (s *memberSlot) gen() uint32             { return s.genState & genMask }
+func (s *memberSlot) state() MemberState      { return MemberState(s.genState >> genBits) }
+func (s *memberSlot) key() uint32             { return uint32(s.h >> 32) }
+func packGen(g uint32, st MemberState) uint32 { return g&genMask | uint32(st)<<genBits }
+
+// slotHash is a member's identity in the table. Two members of one key
+// share it only if their hashes agree on 32 bits: about one key in four
+// billion with two members.
+func slotHash(h, keyHash uint64) uint64 {
+	s := uint64(uint32(keyHash))<<32 | uint64(uint32(h))
+	if s == 0 {
+		s = 1 // 0 marks a free slot
+	}
+	return s
+}
+
+// MemberHash identifies a member of a key. The separator byte keeps
+// ("ab","c") and ("a","bc") apart. The raw reader hashes members straight
+// from reply bytes with the same layout (key, 0, member).
+func MemberHash(d *xxhash.Digest, key, member string) uint64 {
+	d.Reset()
+	_, _ = d.WriteString(key)
+	_, _ = d.Write([]byte{0})
+	_, _ = d.WriteString(member)
+	return d.Sum64()
+}
+
+// Observation is what MemberTracker.Observe learnt of one member.
+type Observation struct {
+	State      MemberState
+	New        bool  // first time seen: an acquire
+	Heartbeats int64 // heartbeats inferred from the score moving forward
+	Duplicate  bool  // already seen in this sweep (a key read twice during a cluster reshard)
+}
+
+// Ended describes holds that ended in one sweep.
+type Ended struct {
+	Count     [NumOutcomes]int64
+	Durations []float64 // seconds, one per ended hold
+}
+
+// MemberTracker remembers each member's first-seen time and last score
+// across sweeps, and turns differences between sweeps into acquires,
+// heartbeats and ended holds.
+//
+// It is an open-addressing hash table with linear probing rather than a Go
+// map: one probe finds or places a member (a map needs a lookup and an
+// assignment), the slots are smaller than a map's, and the table shrinks
+// again after the keyspace does.
+type MemberTracker struct {
+	slots []memberSlot
+	n     int
+	// Each distinct Redis time passed to Observe is a generation; a slot
+	// keeps the generation that last saw it rather than the time, and
+	// genTime maps the generations still referenced back to times.
+	gen     uint32
+	genNow  int64
+	genTime map[uint32]int64
+	refs    []uint64 // scratch for Sweep
+
+}
+
+// NewMemberTracker returns an empty tracker.
+func NewMemberTracker() *MemberTracker {
+	return &MemberTracker{genTime: map[uint32]int64{}}
+}
+
+// Len is the number of tracked members.
+func (t *MemberTracker) Len() int { return t.n }
+
+// home is where h's probe starts. The multiplication spreads the member
+// half of h into the high bits, so that the members of one key do not
+// all start at the same place.
+func (t *MemberTracker) home(h uint64) int {
+	hi, _ := bits.Mul64(h*0x9E3779B97F4A7C15, uint64(len(t.slots)))
+	return int(hi)
+}
+
+// find returns the slot holding h, or the free slot where it belongs.
+func (t *MemberTracker) find(h uint64) *memberSlot {
+	i := t.home(h)
+	for {
+		s := &t.slots[i]
+		if s.h == h || s.h == 0 {
+			return s
+		}
+		if i++; i == len(t.slots) {
+			i = 0
+		}
+	}
+}
+
+// resize rehashes into a table of n slots.
+func (t *MemberTracker) resize(n int) {
+	old := t.slots
+	t.slots = make([]memberSlot, max(n, minSlots))
+	for i := range old {
+		if old[i].h != 0 {
+			*t.find(old[i].h) = old[i]
+		}
+	}
+}
+
+// Observe records one member seen at Redis time now (ms) with the given
+// score, in the key's own score unit; b are the state edges at now.
+func (t *MemberTracker) Observe(h uint64, keyHash uint64, score float64, now int64, b *Bounds, rules *Rules) Observation {
+	h = slotHash(h, keyHash)
+	if now != t.genNow || t.gen == 0 {
+		t.gen = (t.gen + 1) & genMask
+		if t.gen == 0 {
+			t.gen = 1
+		}
+		t.genNow = now
+		t.genTime[t.gen] = now
+	}
+	if float64(t.n+1) > maxLoad*float64(len(t.slots)) {
+		t.resize(len(t.slots) * 3 / 2)
+	}
+	s := t.find(h)
+	var o Observation
+	first := now
+	switch {
+	case s.h == 0:
+		o.New = true
+		t.n++
+		*s = memberSlot{h: h, score: score, first: t.gen}
+	case s.gen() == t.gen:
+		return Observation{State: s.state(), Duplicate: true}
+	default:
+		if d := (score - s.score) * rules.Unit; d > 0 && !math.IsInf(d, 0) {
+			n := int64(math.Round(d / rules.Heartbeat))
+			if n < 1 {
+				n = 1
+			}
+			o.Heartbeats = n
+		}
+		s.score = score
+		first = t.genTime[s.first]
+	}
+	o.State = rules.Classify(b, score, now, first)
+	s.genState = packGen(t.gen, o.State)
+	return o
+}
+
+// Carry keeps every member of a key that could not be read in this sweep
+// (oversized, or an error local to that key), so that it does not count
+// as ended.
+type Carry map[uint32]struct{}
+
+// Sweep ends the members not seen at Redis time now, each judged by its
+// own last expiry (EndedOutcome). When lost is true the data vanished
+// (Redis restarted empty, a flush, a failover to an empty replica): every
+// gone member is lost.
+func (t *MemberTracker) Sweep(now int64, carry Carry, lost bool, rules *Rules) Ended {
+	var e Ended
+	seen := uint32(0) // generations start at 1
+	if now == t.genNow {
+		seen = t.gen
+	}
+	// Generations a surviving member refers to, as bits from the oldest
+	// one still remembered: the times of the others are forgotten below.
+	oldest := t.gen
+	for g := range t.genTime {
+		oldest = min(oldest, g)
+	}
+	if n := int((t.gen-oldest)/64 + 1); cap(t.refs) < n {
+		t.refs = make([]uint64, n)
+	}
+	refs := t.refs[:(t.gen-oldest)/64+1]
+	clear(refs)
+	ref := func(g uint32) { refs[(g-oldest)/64] |= 1 << ((g - oldest) % 64) }
+	ref(t.gen)
+	// Deleting with a backward shift keeps probe chains whole without
+	// tombstones. Starting just past a free slot, an entry that a shift
+	// moves always lands on the position being examined, never on one
+	// already passed, so each entry is examined exactly once.
+	start := 0
+	for start < len(t.slots) && t.slots[start].h != 0 {
+		start++
+	}
+	for k := 0; k < len(t.slots); {
+		i := start + k
+		if i >= len(t.slots) {
+			i -= len(t.slots)
+		}
+		s := &t.slots[i]
+		if s.h == 0 {
+			k++
+			continue
+		}
+		g := s.gen()
+		if g == seen {
+			ref(s.first)
+			k++
+			continue
+		}
+		if _, ok := carry[s.key()]; ok {
+			ref(s.first)
+			ref(g)
+			k++
+			continue
+		}
+		e.Count[EndedOutcome(rules.Expiry(s.score), now, lost)]++
+		// Redis time can step back (an NTP step, a failover to another
+		// clock): a hold is never shorter than zero.
+		e.Durations = append(e.Durations, float64(max(t.genTime[g]-t.genTime[s.first], 0))/1000)
+		t.delete(i) // the entry shifted into i, if any, is examined next
+	}
+	for g := range t.genTime {
+		if refs[(g-oldest)/64]&(1<<((g-oldest)%64)) == 0 {
+			delete(t.genTime, g)
+		}
+	}
+	if len(t.slots) > minSlots && float64(t.n) < 0.2*float64(len(t.slots)) {
+		t.resize(int(float64(t.n) / 0.5))
+	}
+	return e
+}
+
+// delete frees slot i and shifts back the entries after it whose home is
+// at or before i, so that every entry stays reachable from its home.
+func (t *MemberTracker) delete(i int) {
+	n := len(t.slots)
+	t.n--
+	j := i
+	for {
+		t.slots[i] = memberSlot{}
+		for {
+			if j++; j == n {
+				j = 0
+			}
+			if t.slots[j].h == 0 {
+				return
+			}
+			// The entry at j may move to i unless its home lies
+			// cyclically in (i, j].
+			k := t.home(t.slots[j].h)
+			if i <= j {
+				if i < k && k <= j {
+					continue
+				}
+			} else if i < k || k <= j {
+				continue
+			}
+			break
+		}
+		t.slots[i] = t.slots[j]
+		i = j
+	}
+}

@@ -1,0 +1,174 @@
+package track
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// refTracker is the straightforward map-based tracker that MemberTracker
+// must behave exactly like.
+type refRec struct {
+	score       float64
+	first, last int64
+	key         uint32
+	state       MemberState
+}
+
+type refTracker struct{ m map[uint64]refRec }
+
+func (t *refTracker) observe(h, keyHash uint64, score float64, now int64, rules *Rules) Observation {
+	rec, ok := t.m[h]
+	var o Observation
+	switch {
+	case !ok:
+		o.New = true
+		rec = refRec{score: score, first: now, key: uint32(keyHash)}
+	case rec.last == now:
+		return Observation{State: rec.state, Duplicate: true}
+	default:
+		if d := score - rec.score; d > 0 && !math.IsInf(d, 0) {
+			o.Heartbeats = max(int64(math.Round(d/rules.Heartbeat)), 1)
+		}
+		rec.score = score
+	}
+	rec.last = now
+	b := rules.Bounds(now)
+	rec.state = rules.Classify(&b, score, now, rec.first)
+	t.m[h] = rec
+	o.State = rec.state
+	return o
+}
+
+func (t *refTracker) sweep(now int64, carry Carry, lost bool, rules *Rules) Ended {
+	var e Ended
+	for h, rec := range t.m {
+		if rec.last == now {
+			continue
+		}
+		if _, ok := carry[rec.key]; ok {
+			continue
+		}
+		delete(t.m, h)
+		e.Count[EndedOutcome(rules.Expiry(rec.score), now, lost)]++
+		e.Durations = append(e.Durations, float64(rec.last-rec.first)/1000)
+	}
+	return e
+}
+
+// TestMemberTrackerMatchesMap drives the table and the reference map with
+// the same random sweeps: members come and go, scores move, keys are
+// carried, sweeps fail half way (no Sweep call) and Redis restarts. Small
+// pools of hashes crowd the table so that probe chains wrap around its end
+// and deletions shift entries across it; the table grows and shrinks. It
+// also checks that exactly the generations members refer to keep a time.
+func TestMemberTrackerMatchesMap(t *testing.T) {
+	rules := Rules{TTL: 2000, Heartbeat: 200, StaleAfter: 400, MaxHold: 5000, Skew: 500, Unit: 1}
+	wrapped := 0
+	defer func() {
+		if !t.Failed() && wrapped == 0 {
+			t.Errorf("no probe chain ever wrapped around the table's end: the test missed that case")
+		}
+	}()
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		tr, ref := NewMemberTracker(), &refTracker{m: map[uint64]refRec{}}
+		now := int64(1_000_000)
+		pool := make([]uint64, 50+rng.IntN(3000))
+		for i := range pool {
+			pool[i] = rng.Uint64()
+		}
+		pool = append(pool, 0)
+		scores := map[uint64]float64{}
+		for sweep := 0; sweep < 60; sweep++ {
+			now += int64(100 + rng.IntN(900))
+			// Each sweep sees a random fraction of the pool; the
+			// fraction swings so that the table both grows and shrinks.
+			frac := 0.05 + 0.9*math.Abs(math.Sin(float64(sweep)/7))
+			for _, h := range pool {
+				if rng.Float64() > frac {
+					continue
+				}
+				if rng.IntN(3) == 0 {
+					scores[h] = float64(now) + float64(rng.IntN(2500)) - 200
+				} else if _, ok := scores[h]; !ok {
+					scores[h] = float64(now + 2000)
+				}
+				kh := h >> 3 % 97
+				for dup := 0; dup <= rng.IntN(2); dup++ {
+					got := tr.Observe(h, kh, scores[h], now, bp(&rules, now), &rules)
+					want := ref.observe(h, kh, scores[h], now, &rules)
+					if got != want {
+						t.Fatalf("seed %d sweep %d: Observe(%x) = %+v, want %+v", seed, sweep, h, got, want)
+					}
+				}
+			}
+			if rng.IntN(8) == 0 {
+				continue // a failed sweep: no Sweep call
+			}
+			carry := Carry{}
+			for range rng.IntN(4) {
+				carry[uint32(rng.IntN(97))] = struct{}{}
+			}
+			lost := rng.IntN(15) == 0
+			got, want := tr.Sweep(now, carry, lost, &rules), ref.sweep(now, carry, lost, &rules)
+			slices.Sort(got.Durations)
+			slices.Sort(want.Durations)
+			if got.Count[OutcomeReleased] != want.Count[OutcomeReleased] || got.Count[OutcomeExpired] != want.Count[OutcomeExpired] || got.Count[OutcomeLost] != want.Count[OutcomeLost] || !slices.Equal(got.Durations, want.Durations) {
+				t.Fatalf("seed %d sweep %d: Sweep = %+v, want %+v", seed, sweep, got, want)
+			}
+			if tr.Len() != len(ref.m) {
+				t.Fatalf("seed %d sweep %d: Len %d, want %d", seed, sweep, tr.Len(), len(ref.m))
+			}
+			// Every remaining member must still be found from its home.
+			for h := range ref.m {
+				hh := slotHash(h, h>>3%97)
+				if s := tr.find(hh); s.h != hh {
+					t.Fatalf("seed %d sweep %d: member %x unreachable after deletions", seed, sweep, h)
+				}
+			}
+			if len(tr.slots) > 0 && tr.slots[0].h != 0 && tr.home(tr.slots[0].h) != 0 {
+				wrapped++
+			}
+			// Exactly the generations that members refer to keep a time.
+			refs := map[uint32]bool{tr.gen: true}
+			for _, s := range tr.slots {
+				if s.h != 0 {
+					refs[s.first], refs[s.gen()] = true, true
+				}
+			}
+			if len(refs) != len(tr.genTime) {
+				t.Fatalf("seed %d sweep %d: %d generation times kept, %d referred to", seed, sweep, len(tr.genTime), len(refs))
+			}
+		}
+	}
+}
+
+// TestMemberTrackerShrinks: the table gives memory back once the keyspace
+// shrinks, and forgets the times of sweeps nothing refers to.
+func TestMemberTrackerShrinks(t *testing.T) {
+	rules := Rules{TTL: 2000, Heartbeat: 200, StaleAfter: 400, MaxHold: 5000, Skew: 500, Unit: 1}
+	tr := NewMemberTracker()
+	for i := range 100_000 {
+		tr.Observe(uint64(i)*0x9E3779B97F4A7C15, 1, 3000, 1000, bp(&rules, 1000), &rules)
+	}
+	big := len(tr.slots)
+	if float64(tr.Len()) > maxLoad*float64(big) {
+		t.Fatalf("load %d/%d above %v", tr.Len(), big, maxLoad)
+	}
+	for i := range 10 {
+		tr.Observe(uint64(i)*0x9E3779B97F4A7C15, 1, 3000, 2000, bp(&rules, 2000), &rules)
+	}
+	e := tr.Sweep(2000, nil, false, &rules)
+	if e.Count[OutcomeReleased] != 99_990 || tr.Len() != 10 {
+		t.Fatalf("ended %+v, %d left", e, tr.Len())
+	}
+	if len(tr.slots) >= big/100 {
+		t.Fatalf("table kept %d slots for %d members", len(tr.slots), tr.Len())
+	}
+	// The survivors were first seen at 1000 and last at 2000.
+	if len(tr.genTime) != 2 {
+		t.Fatalf("generation times kept: %v", tr.genTime)
+	}
+}
