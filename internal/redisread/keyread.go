@@ -133,6 +133,16 @@ func judgeErr(r *KeyRead, err error) error {
 	return fmt.Errorf("reading %q: %w", r.Key, err)
 }
 
+// Judge marks r for an error from reading it through go-redis, as the
+// built-in Reads do: nil when the error was about this key alone (r says
+// how: gone, skipped, missed), the error to fail the sweep with otherwise.
+// A kind's own Reads uses it so that every kind judges errors alike.
+func (r *KeyRead) Judge(err error) error { return judgeErr(r, err) }
+
+// SkipAs marks r skipped for reason (a kind's own Reads, for a value it
+// cannot use).
+func (r *KeyRead) SkipAs(reason SkipReason) { r.skip(reason) }
+
 // replyError is an error reply, a redis.Error like go-redis's own.
 type replyError string
 
