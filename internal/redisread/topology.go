@@ -249,18 +249,3 @@ func sortNodes(n []Node) []Node {
 	}
 	return n
 }
-
-// RunID reads INFO server's run_id: it changes when the server restarts,
-// which is one way an emptied keyspace is told apart from mass releases.
-func RunID(ctx context.Context, c redis.Cmdable) (string, error) {
-	s, err := c.Info(ctx, "server").Result()
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(s, "\n") {
-		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
-			return strings.TrimSpace(v), nil
-		}
-	}
-	return "", nil
-}

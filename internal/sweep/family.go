@@ -52,9 +52,24 @@ func (f *family) loop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		f.state.next = time.Now().Add(f.sampling.Interval)
+		start := time.Now()
 		_ = f.sweepAndPublish(ctx)
+		f.state.next = start.Add(f.retryAfter())
 	}
+}
+
+// maxBackoff caps the wait between sweeps while Redis keeps failing.
+const maxBackoff = 30 * time.Second
+
+// retryAfter is sampling.interval, doubled for each failure in a row up to
+// maxBackoff (or the interval, if longer): a Redis that is down is not
+// hammered with reconnects, and comes back to the normal pace at once.
+func (f *family) retryAfter() time.Duration {
+	d := f.sampling.Interval
+	for i := 1; i < f.state.failures && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, max(maxBackoff, f.sampling.Interval))
 }
 
 func (f *family) sweepAndPublish(ctx context.Context) error {
@@ -71,11 +86,24 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 			return err
 		}
 		st.sweepErrors++
+		if st.failures == 0 {
+			st.firstFailure = start
+		}
+		st.failures++
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("cut off at sampling.timeout (%s): %w", f.sampling.Timeout, err)
 		}
-		f.log().Error("sweep failed", "err", err, "duration", dur)
+		// One line for the first failure, then one each time the run of
+		// failures doubles: a Redis that is down for an hour logs a dozen
+		// lines, not one per sweep.
+		if n := st.failures; n&(n-1) == 0 {
+			f.log().Error("sweep failed", "err", err, "duration", dur, "failures_in_a_row", n, "next_try_in", f.retryAfter())
+		}
 	} else {
+		if st.failures > 0 {
+			f.log().Info("sweep recovered", "failures_in_a_row", st.failures, "down_for", end.Sub(st.firstFailure))
+		}
+		st.failures = 0
 		st.lastSuccess = end
 		st.lastGauges = g
 	}

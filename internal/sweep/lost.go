@@ -8,37 +8,50 @@ import (
 )
 
 // lostWatch tells vanished data from holds that ended: a hold gone because
-// Redis restarted empty, was flushed, or failed over to an empty replica
-// is lost, not released or expired. A server's identity (INFO run_id)
-// changes on a restart and a failover.
+// its data vanished is lost, not released or expired. It notices:
+//   - a server restart or a failover to another server: INFO run_id
+//     changes (a Sentinel failover promotes a server with its own run_id);
+//   - FLUSHALL and FLUSHDB: their call counts in INFO commandstats grow;
+//   - a reload that points the family at a different Redis (markMoved).
+//
+// What it cannot tell apart: a failover inside a cluster shard keeps the
+// data and is not a loss; keys deleted one by one (DEL, UNLINK) by a
+// cleanup job are releases, as far as Redis can say.
 type lostWatch struct {
-	runIDs map[string]string // by node address
-	// suspect is set when a node's identity changed, and cleared by the
-	// next sweep that ends holds: the sweep that notices may fail after
+	nodes map[string]redisread.Identity // by node address
+	// suspect is set when data may have vanished, and cleared by the next
+	// sweep that ends holds: the sweep that notices may fail after
 	// recording the new identity, and the vanished holds must still count
 	// as lost when a later sweep ends them.
-	suspect       bool
-	noRunIDWarned bool
+	suspect bool
+	warned  bool
 }
 
-func newLostWatch() lostWatch { return lostWatch{runIDs: map[string]string{}} }
+func newLostWatch() lostWatch { return lostWatch{nodes: map[string]redisread.Identity{}} }
 
-// check reads every node's identity.
+// markMoved records that the family now reads another Redis: what was
+// tracked from the old one and is not seen again is lost.
+func (l *lostWatch) markMoved() {
+	l.suspect = true
+	l.nodes = map[string]redisread.Identity{}
+}
+
+// check reads every node's identity and flush count.
 func (l *lostWatch) check(ctx context.Context, nodes []redisread.Node, log *slog.Logger) {
 	for _, n := range nodes {
-		id, err := redisread.RunID(ctx, n.C)
-		if prev, ok := l.runIDs[n.Addr]; ok && id != "" && prev != "" && prev != id {
-			l.suspect = true
-		}
-		if id != "" {
-			l.runIDs[n.Addr] = id
+		id, err := redisread.Identify(ctx, n.C)
+		if err != nil || id.RunID == "" {
+			if !l.warned {
+				// Without INFO the sweep still works, but an emptied
+				// keyspace cannot be told from mass releases.
+				l.warned = true
+				log.Warn("cannot read INFO; restarts and flushes will read as releases", "node", n.Addr, "err", err)
+			}
 			continue
 		}
-		if !l.noRunIDWarned {
-			// Without INFO the sweep still works, but an emptied keyspace
-			// cannot be told from mass releases.
-			l.noRunIDWarned = true
-			log.Warn("no run_id from INFO server; restarts will read as releases", "node", n.Addr, "err", err)
+		if prev, ok := l.nodes[n.Addr]; ok && (prev.RunID != id.RunID || id.Flushes > prev.Flushes) {
+			l.suspect = true
 		}
+		l.nodes[n.Addr] = id
 	}
 }

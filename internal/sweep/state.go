@@ -25,6 +25,11 @@ type state struct {
 	// so reloads in a loop do not sweep more often than sampling.interval.
 	next time.Time
 
+	// failures counts failed sweeps in a row; firstFailure is when the
+	// run began.
+	failures     int
+	firstFailure time.Time
+
 	sweepErrors uint64
 	overruns    uint64
 	keysScanned uint64

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -82,6 +83,9 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 		st := states[i]
 		if p := old[fc.Name]; p != nil && p.cfg.Kind == fc.Kind {
 			st = p.state.handOver(fc, &cfg.Sampling)
+			if !sameRedis(&prev.cfg.Redis, &cfg.Redis) {
+				st.lost.markMoved()
+			}
 		}
 		f := &family{cfg: fc, sampling: &cfg.Sampling, leaks: &cfg.Leaks, s: s, state: st}
 		if p := old[fc.Name]; p != nil {
@@ -90,6 +94,13 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 		s.fams = append(s.fams, f)
 	}
 	return s, nil
+}
+
+// sameRedis reports whether two redis sections point at the same data:
+// credentials and timeouts may change, the server and database may not.
+func sameRedis(a, b *config.Redis) bool {
+	return a.Addr == b.Addr && slices.Equal(a.Addrs, b.Addrs) && a.Mode == b.Mode &&
+		a.MasterName == b.MasterName && a.DB == b.DB
 }
 
 // Start runs the sweep loops until Stop.

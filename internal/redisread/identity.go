@@ -1,0 +1,54 @@
+package redisread
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Identity is what a server says of itself: its run_id, which changes
+// when it restarts (and differs on the server a failover promotes), and
+// how often its data was flushed (FLUSHALL and FLUSHDB calls since it
+// started). Together they tell vanished data from holds that ended.
+type Identity struct {
+	RunID   string
+	Flushes int64
+}
+
+// Identify reads a server's identity in one round trip (INFO server and
+// INFO commandstats).
+func Identify(ctx context.Context, c redis.Cmdable) (Identity, error) {
+	pipe := c.Pipeline()
+	server := pipe.Info(ctx, "server")
+	stats := pipe.Info(ctx, "commandstats")
+	_, _ = pipe.Exec(ctx)
+	s, err := server.Result()
+	if err != nil {
+		return Identity{}, err
+	}
+	id := Identity{RunID: infoField(s, "run_id")}
+	if cs, err := stats.Result(); err == nil {
+		id.Flushes = calls(cs, "flushall") + calls(cs, "flushdb")
+	}
+	return id, nil
+}
+
+// infoField returns the value of "name:value" in an INFO reply.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// calls reads "cmdstat_<cmd>:calls=N,..." from INFO commandstats.
+func calls(info, cmd string) int64 {
+	v := infoField(info, "cmdstat_"+cmd)
+	v, _, _ = strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
+}
