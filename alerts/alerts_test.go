@@ -37,13 +37,21 @@ func run(t *testing.T, args ...string) (string, error) {
 	return string(out), err
 }
 
+// testDirs hold the promtool unit tests, one directory per input (scrape)
+// interval; every alert is tested both ways in each.
+var testDirs = []string{filepath.Join("tests", "1m"), filepath.Join("tests", "15s")}
+
 func testFiles(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("tests", "*.yml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no promtool unit tests in tests/*.yml (%v)", err)
+	var all []string
+	for _, d := range testDirs {
+		files, err := filepath.Glob(filepath.Join(d, "*.yml"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no promtool unit tests in %s/*.yml (%v)", d, err)
+		}
+		all = append(all, files...)
 	}
-	return files
+	return all
 }
 
 func TestPromtoolCheckRules(t *testing.T) {
@@ -63,45 +71,77 @@ func TestPromtoolTestRules(t *testing.T) {
 	}
 }
 
-// TestPromtoolCatchesBrokenRules proves the two tests above can fail.
-func TestPromtoolCatchesBrokenRules(t *testing.T) {
+// mutatedTree writes a copy of the rule file with from replaced by to, next
+// to a copy of the unit tests, laid out as in the repository so that the
+// tests' rule_files reach the copy. It returns the copy's directory.
+func mutatedTree(t *testing.T, from, to string) string {
+	t.Helper()
 	in, err := os.ReadFile(rulesFile)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(string(in), from) {
+		t.Fatalf("the rule file no longer contains %q", from)
+	}
 	dir := t.TempDir()
-	broken := filepath.Join(dir, rulesFile)
-	if err := os.WriteFile(broken, []byte(strings.Replace(string(in),
-		"expr: slot_user_floor_seconds > 1800", "expr: slot_user_floor_seconds > > 1800", 1)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, rulesFile), []byte(strings.Replace(string(in), from, to, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := run(t, "check", "rules", broken); err == nil {
+	for _, f := range testFiles(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestPromtoolCatchesBrokenRules proves the two tests above can fail.
+func TestPromtoolCatchesBrokenRules(t *testing.T) {
+	dir := mutatedTree(t, "slot_user_floor_seconds\n", "slot_user_floor_seconds >\n")
+	if out, err := run(t, "check", "rules", filepath.Join(dir, rulesFile)); err == nil {
 		t.Fatalf("promtool check rules accepted a broken expr:\n%s", out)
 	}
 
-	// A rule file whose floor alert never fires must fail the unit tests.
-	quiet := filepath.Join(dir, "rules", rulesFile)
-	if err := os.MkdirAll(filepath.Dir(quiet), 0o755); err != nil {
-		t.Fatal(err)
+	// A floor alert that compares with a hundred times the window never fires
+	// within the tests' hour: the floor tests must fail at both intervals.
+	dir = mutatedTree(t, "(slot_family_floor_window_seconds > 0)", "(100 * slot_family_floor_window_seconds > 0)")
+	for _, d := range testDirs {
+		out, err := run(t, "test", "rules", filepath.Join(dir, d, "floor.yml"))
+		if err == nil || !strings.Contains(out, "alertname: SlotUserFloorNeverZero") {
+			t.Fatalf("promtool test rules %s/floor.yml passed although SlotUserFloorNeverZero can no longer fire:\n%s", d, out)
+		}
 	}
-	if err := os.WriteFile(quiet, []byte(strings.Replace(string(in),
-		"expr: slot_user_floor_seconds > 1800", "expr: slot_user_floor_seconds > 180000", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	floor, err := os.ReadFile(filepath.Join("tests", "floor.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	testFile := filepath.Join(dir, "tests", "floor.yml")
-	if err := os.MkdirAll(filepath.Dir(testFile), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(testFile, []byte(strings.Replace(string(floor),
-		"../slot_exporter.rules.yml", "../rules/"+rulesFile, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := run(t, "test", "rules", testFile); err == nil {
-		t.Fatalf("promtool test rules passed although SlotUserFloorNeverZero can no longer fire:\n%s", out)
+}
+
+// TestOffGridTestsCatchIntervalBugs puts back two rules that were right only
+// when samples sit on the evaluation grid, and checks that the 1m tests,
+// whose samples do not, fail on each: a heartbeat rate over 1m, which is
+// empty at a 1m scrape and made SlotHeartbeatsStopped page on a healthy
+// family, and a sweep age taken from time(), which a 1m scrape alone makes up
+// to a minute older.
+func TestOffGridTestsCatchIntervalBugs(t *testing.T) {
+	for _, tc := range []struct{ name, from, to, file, alert string }{
+		{"heartbeat rate over 1m", "rate(slot_heartbeats_total[5m])", "rate(slot_heartbeats_total[1m])", "leaks.yml", "SlotHeartbeatsStopped"},
+		{"sweep age from time()", "timestamp(slot_exporter_last_sweep_timestamp_seconds)\n", "time()\n", "exporter.yml", "SlotExporterSweepsStale"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := mutatedTree(t, tc.from, tc.to)
+			if out, err := run(t, "check", "rules", filepath.Join(dir, rulesFile)); err != nil {
+				t.Fatalf("the mutated rule file does not load, so this test proves nothing: %v\n%s", err, out)
+			}
+			out, err := run(t, "test", "rules", filepath.Join(dir, "tests", "1m", tc.file))
+			if err == nil || !strings.Contains(out, "alertname: "+tc.alert) {
+				t.Fatalf("the 1m tests pass with %s:\n%s", tc.name, out)
+			}
+		})
 	}
 }
 
@@ -169,7 +209,7 @@ func TestRulesLint(t *testing.T) {
 	for _, e := range c.CheckRuleTests(rf, tests) {
 		t.Error(e)
 	}
-	if n := len(rf.Alerts()); n < 15 {
+	if n := len(rf.Alerts()); n < 29 {
 		t.Errorf("only %d alerts", n)
 	}
 }
@@ -186,9 +226,10 @@ func TestRulesLintCatchesProblems(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, from, to, want string }{
-		{"metric outside the catalog", "expr: slot_users_over_limit > 0", "expr: slot_users_over_limit > slot_family_limit", "slot_family_limit"},
+		{"metric outside the catalog", "expr: slot_users_over_limit > 0", "expr: slot_users_over_limit > slot_family_budget", "slot_family_budget"},
 		{"syntax error", "expr: slot_counters_negative > 0", "expr: slot_counters_negative >", "does not parse"},
-		{"no severity", "severity: info", "severity: critical", "severity"},
+		{"old severity", "severity: info", "severity: page", "severity"},
+		{"range too short for a 1m scrape", "increase(slot_exporter_sweep_errors_total[5m])", "increase(slot_exporter_sweep_errors_total[1m])", "shorter than 4m"},
 		{"family not named", "summary: \"Sweeps of family {{ $labels.family }} keep failing now and then.\"", "summary: \"Sweeps keep failing.\"", "family"},
 		{"wrong runbook anchor", "runbook.md#slotholdslost", "runbook.md#holds-lost", "runbook_url"},
 	} {
@@ -218,5 +259,43 @@ func TestRulesLintCatchesProblems(t *testing.T) {
 				t.Fatalf("checker did not report %q; it reported:\n%s", tc.want, strings.Join(all, "\n"))
 			}
 		})
+	}
+}
+
+// wantReceiver is the Alertmanager receiver of deploy/alertmanager.yml that
+// each severity must reach.
+var wantReceiver = map[string]string{"critical": "pager", "warning": "tickets", "info": "null"}
+
+// TestAlertmanagerRoutesSeverities asks amtool where deploy/alertmanager.yml
+// sends every alert of the rule file, with its own labels: critical pages,
+// warning goes to tickets, info to nobody.
+func TestAlertmanagerRoutesSeverities(t *testing.T) {
+	amtool := os.Getenv("AMTOOL")
+	if amtool == "" {
+		p, err := exec.LookPath("amtool")
+		if err != nil {
+			t.Fatalf("amtool is required to test the Alertmanager routes but was not found on PATH " +
+				"(install the Debian package \"prometheus-alertmanager\", or set AMTOOL=/path/to/amtool)")
+		}
+		amtool = p
+	}
+	rf, _ := loadRules(t)
+	config := filepath.Join("..", "deploy", "alertmanager.yml")
+	route := func(labels ...string) string {
+		out, err := exec.Command(amtool, append([]string{"config", "routes", "test", "--config.file=" + config}, labels...)...).Output()
+		if err != nil {
+			t.Fatalf("amtool config routes test %v: %v\n%s", labels, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for _, a := range rf.Alerts() {
+		sev := a.Labels["severity"]
+		if got, want := route("alertname="+a.Alert, "severity="+sev, "family=f", "instance=i"), wantReceiver[sev]; got != want {
+			t.Errorf("%s (severity %s) goes to %q, want %q", a.Alert, sev, got, want)
+		}
+	}
+	// And the check can fail: the retired severity pages nobody.
+	if got := route("alertname=SlotExporterDown", "severity=page"); got == "pager" {
+		t.Errorf("severity=page reaches the pager; the route must match critical only")
 	}
 }

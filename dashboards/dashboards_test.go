@@ -135,8 +135,8 @@ func TestCheckerCatchesProblems(t *testing.T) {
 	}{
 		{"bad expr", func(d map[string]any) { firstTarget(d, "timeseries")["expr"] = "sum by (family (slot_sets)" }, "does not parse"},
 		{"metric outside the catalog", func(d map[string]any) {
-			firstTarget(d, "stat")["expr"] = `sum(slot_family_limit{family=~"$family"})`
-		}, "slot_family_limit"},
+			firstTarget(d, "stat")["expr"] = `sum(slot_family_budget{family=~"$family"})`
+		}, "slot_family_budget"},
 		{"undefined variable", func(d map[string]any) {
 			firstTarget(d, "timeseries")["expr"] = `sum(slot_sets{family=~"$tenant"})`
 		}, "undefined variables tenant"},
@@ -166,10 +166,10 @@ func TestCheckerCatchesProblems(t *testing.T) {
 		{"variable query on an unknown metric", func(d map[string]any) {
 			for _, v := range d["templating"].(map[string]any)["list"].([]any) {
 				if m := v.(map[string]any); m["name"] == "family" {
-					m["query"] = "label_values(slot_family_limit, family)"
+					m["query"] = "label_values(slot_family_budget, family)"
 				}
 			}
-		}, "slot_family_limit"},
+		}, "slot_family_budget"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := c.CheckDashboard(mutate(t, tc.f))

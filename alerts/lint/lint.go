@@ -38,8 +38,10 @@ type Checker struct {
 // recording rules of rf (which may be nil).
 func NewChecker(rf *RuleFile) (*Checker, error) {
 	c := &Checker{metrics: map[string]map[string]bool{}, p: parser.NewParser(parser.Options{})}
-	for _, m := range Catalog {
-		c.metrics[m] = catalogLabels(m)
+	for _, m := range append(slices.Clone(Catalog), prometheusMetrics...) {
+		for _, n := range m.seriesNames() {
+			c.metrics[n] = m.tracked()
+		}
 	}
 	if rf == nil {
 		return c, nil

@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,12 +23,16 @@ func mustChecker(t *testing.T, rules string) (*RuleFile, *Checker) {
 }
 
 func TestCheckExpr(t *testing.T) {
-	_, c := mustChecker(t, "groups:\n  - name: g\n    rules:\n      - record: family:slot_heartbeats:rate1m\n        expr: rate(slot_heartbeats_total[1m])\n")
+	_, c := mustChecker(t, "groups:\n  - name: g\n    rules:\n      - record: family:slot_heartbeats:rate5m\n        expr: rate(slot_heartbeats_total[5m])\n")
 	for _, ok := range []string{
 		`slot_sets`,
 		`sum by (family) (rate(slot_holds_ended_total{outcome="expired"}[5m]))`,
 		`histogram_quantile(0.9, sum by (le) (rate(slot_hold_duration_seconds_bucket[5m])))`,
-		`family:slot_heartbeats:rate1m == 0`,
+		`family:slot_heartbeats:rate5m == 0`,
+		`slot_family_limit`,
+		`slot_user_floor_seconds > on (instance, job, family) group_left () slot_family_floor_window_seconds`,
+		`slot_stream_oldest_pending_seconds{group="g"}`,
+		`sum(slot_exporter_releases_total)`,
 		`{__name__="slot_sets"}`,
 		`up{job="slot_exporter"} == 0`,
 		`time() - slot_exporter_last_sweep_timestamp_seconds > 60`,
@@ -37,12 +42,12 @@ func TestCheckExpr(t *testing.T) {
 		}
 	}
 	for expr, want := range map[string]string{
-		`slot_family_limit`:                   `"slot_family_limit"`,
+		`slot_family_budget`:                  `"slot_family_budget"`,
 		`slot_hold_duration_seconds`:          `"slot_hold_duration_seconds"`, // classic histogram: only _bucket/_sum/_count
 		`rate(slot_heartbeats_total[5m]`:      "does not parse",
 		`{__name__=~"slot_.*"}`:               "does not name one metric",
 		`sum(slot_sets) / sum(node_load1)`:    `"node_load1"`,
-		`family:slot_heartbeats:rate5m > 0`:   `"family:slot_heartbeats:rate5m"`,
+		`family:slot_heartbeats:rate1m > 0`:   `"family:slot_heartbeats:rate1m"`,
 		`slot_sets{family="a"} + on() foo{}`:  `"foo"`,
 		`max_over_time(slot_nope[5m:1m]) > 0`: `"slot_nope"`,
 	} {
@@ -140,12 +145,16 @@ func TestCheckRuleFile(t *testing.T) {
 	good := `groups:
   - name: g
     rules:
-      - record: family:slot_heartbeats:rate1m
-        expr: rate(slot_heartbeats_total[1m])
+      - record: family:slot_heartbeats:rate5m
+        expr: rate(slot_heartbeats_total[5m])
+      - record: family:slot_members:max_over_time1h
+        expr: max_over_time(slot_members[1h])
+      - record: family:slot_heartbeats_rate:max
+        expr: max without (instance) (family:slot_heartbeats:rate5m)
       - alert: SlotA
-        expr: slot_user_floor_seconds > 1800
+        expr: slot_user_floor_seconds > on (instance, job, family) group_left () slot_family_floor_window_seconds
         for: 5m
-        labels: {severity: page}
+        labels: {severity: critical}
         annotations:
           summary: "{{ $labels.user }} in {{ $labels.family }}"
           description: d
@@ -156,16 +165,26 @@ func TestCheckRuleFile(t *testing.T) {
 		t.Fatalf("good rules: %v", errs)
 	}
 	for _, tc := range []struct{ from, to, want string }{
-		{"severity: page", "severity: critical", "severity"},
+		{"severity: critical", "severity: page", "severity"},
 		{"for: 5m", "for: soon", "for:"},
+		{"for: 5m", "for: 90s", "shorter than 2m"},
 		{"#slota", "#slot-a", "runbook_url"},
 		{"SlotA", "SlotB", "no section headed"},
 		{"{{ $labels.user }} in ", "", "do not name it"},
-		{"slot_user_floor_seconds > 1800", "slot_users_floor_nonzero > 0", "does not carry user"},
+		{"slot_user_floor_seconds > on (instance, job, family) group_left () slot_family_floor_window_seconds", "slot_users_floor_nonzero > 0", "does not carry user"},
 		{"summary: ", "summary: \"\"\n          x: ", "summary is missing"},
-		{"record: family:slot_heartbeats:rate1m", "record: heartbeats_rate", "level:metric:operations"},
-		{"slot_user_floor_seconds > 1800", "slot_user_floor_seconds > > 1800", "does not parse"},
+		{"record: family:slot_heartbeats:rate5m", "record: heartbeats_rate", "level:metric:operations"},
+		{"slot_user_floor_seconds > on", "slot_user_floor_seconds > > on", "does not parse"},
+		// A range too short for a 1m scrape, whatever the name says.
+		{"rate(slot_heartbeats_total[5m])", "rate(slot_heartbeats_total[1m])", "[1m] is shorter than 4m"},
+		{"max_over_time(slot_members[1h])", "max_over_time(slot_members[2m:30s])", "[2m] is shorter than 4m"},
+		// A name that lies about its window, or does not give it.
+		{"record: family:slot_heartbeats:rate5m", "record: family:slot_heartbeats:rate1m", "name says 1m but the expr computes over [5m]"},
+		{"record: family:slot_members:max_over_time1h", "record: family:slot_members:max", "does not end with the window"},
 	} {
+		if !strings.Contains(good, tc.from) {
+			t.Fatalf("the good rules no longer contain %q", tc.from)
+		}
 		bad := strings.Replace(good, tc.from, tc.to, 1)
 		rf, err := ParseRuleFile([]byte(bad))
 		if err != nil {
@@ -189,30 +208,125 @@ func TestCheckRuleTests(t *testing.T) {
 	rf, c := mustChecker(t, `groups:
   - name: g
     rules:
-      - record: family:slot_heartbeats:rate1m
-        expr: rate(slot_heartbeats_total[1m])
+      - record: family:slot_heartbeats:rate5m
+        expr: rate(slot_heartbeats_total[5m])
       - alert: A
         expr: slot_sets > 0
       - alert: B
         expr: slot_sets > 1
 `)
-	tests := map[string][]byte{"t.yml": []byte(`tests:
-  - alert_rule_test:
+	// A covered both ways at both intervals; B silent at 1m only; the
+	// recording rule at 1m only.
+	tests := map[string][]byte{
+		"1m.yml": []byte(`evaluation_interval: 59s
+tests:
+  - interval: 1m
+    alert_rule_test:
       - alertname: A
         exp_alerts: [{exp_labels: {}}]
       - alertname: A
         exp_alerts: []
       - alertname: B
     promql_expr_test:
-      - expr: family:slot_heartbeats:rate1m
-`)}
-	errs := c.CheckRuleTests(rf, tests)
-	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "alert B has no firing test") {
-		t.Fatalf("CheckRuleTests = %v, want only B's missing firing case", errs)
+      - expr: family:slot_heartbeats:rate5m
+`),
+		"15s.yml": []byte(`evaluation_interval: 14s
+tests:
+  - interval: 15s
+    alert_rule_test:
+      - alertname: A
+        exp_alerts: [{exp_labels: {}}]
+      - alertname: A
+        exp_alerts: []
+`),
 	}
-	delete(tests, "t.yml")
-	if errs := c.CheckRuleTests(rf, tests); len(errs) != 5 {
-		t.Fatalf("no tests at all: got %d errors (%v), want 5", len(errs), errs)
+	want := []string{
+		"alert B has no firing test case (alert_rule_test with exp_alerts) at a 15s interval",
+		"alert B has no not-firing test case (alert_rule_test with empty exp_alerts) at a 15s interval",
+		"recording rule family:slot_heartbeats:rate5m has no promql_expr_test at a 15s interval",
+		"alert B has no firing test case (alert_rule_test with exp_alerts) at a 1m interval",
+	}
+	var got []string
+	for _, e := range c.CheckRuleTests(rf, tests) {
+		got = append(got, e.Error())
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("CheckRuleTests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Samples on the evaluation grid: an interval equal to, a multiple of or
+	// a divisor of the evaluation interval; promtool's defaults (1m and 1m)
+	// are on it too.
+	for name, file := range map[string]string{
+		"equal":    "evaluation_interval: 1m\ntests:\n  - interval: 1m\n",
+		"multiple": "evaluation_interval: 30s\ntests:\n  - interval: 1m\n",
+		"divisor":  "evaluation_interval: 1m\ntests:\n  - interval: 15s\n",
+		"defaults": "tests:\n  - input_series: []\n",
+	} {
+		var all []string
+		for _, e := range c.CheckRuleTests(rf, map[string][]byte{name: []byte(file)}) {
+			all = append(all, e.Error())
+		}
+		if !strings.Contains(strings.Join(all, "\n"), "on the evaluation grid") {
+			t.Errorf("%s: on-grid samples not reported:\n%s", name, strings.Join(all, "\n"))
+		}
+	}
+	off := "evaluation_interval: 59s\ntests:\n  - interval: 1m\n  - interval: 15s\n"
+	for _, e := range c.CheckRuleTests(rf, map[string][]byte{"off.yml": []byte(off)}) {
+		if strings.Contains(e.Error(), "grid") {
+			t.Errorf("off-grid samples reported as on the grid: %v", e)
+		}
+	}
+
+	if errs := c.CheckRuleTests(rf, nil); len(errs) != 10 {
+		t.Fatalf("no tests at all: got %d errors (%v), want 10", len(errs), errs)
+	}
+}
+
+func TestCatalog(t *testing.T) {
+	seen := map[string]bool{}
+	for _, m := range Catalog {
+		if seen[m.Name] {
+			t.Errorf("%s is listed twice", m.Name)
+		}
+		seen[m.Name] = true
+		switch m.Type {
+		case Gauge, Counter, Histogram:
+		default:
+			t.Errorf("%s: type %q", m.Name, m.Type)
+		}
+		if (m.Type == Counter) != strings.HasSuffix(m.Name, "_total") {
+			t.Errorf("%s: a counter's name ends with _total, and only a counter's", m.Name)
+		}
+		if i := slices.Index(m.Labels, "user"); i >= 0 && (i != 1 || m.Labels[0] != "family") {
+			t.Errorf("%s: labels %v: per-user metrics carry family, then user", m.Name, m.Labels)
+		}
+	}
+	// The catalog rows of DESIGN.md that alerts and dashboards rely on.
+	for name, labels := range map[string][]string{
+		"slot_family_info":                   {"family", "kind"},
+		"slot_family_limit":                  {"family"},
+		"slot_family_floor_window_seconds":   {"family"},
+		"slot_ratelimit_callers_locked_out":  {"family"},
+		"slot_queue_head_wait_seconds":       {"family", "user"},
+		"slot_stream_oldest_pending_seconds": {"family", "user", "group"},
+		"slot_exporter_sweep_overruns_total": {"family"},
+		"slot_exporter_releases_total":       {"result"},
+		"slot_exporter_up":                   nil,
+	} {
+		m, ok := CatalogMetric(name)
+		if !ok || !slices.Equal(m.Labels, labels) {
+			t.Errorf("CatalogMetric(%s) = %v, %v; want labels %v", name, m, ok, labels)
+		}
+	}
+	if _, ok := CatalogMetric("up"); ok {
+		t.Errorf("up is Prometheus', not the exporter's: it must not be in Catalog")
+	}
+	_, c := mustChecker(t, "")
+	for _, n := range []string{"slot_hold_duration_seconds_bucket", "slot_hold_duration_seconds_count", "up"} {
+		if !c.Known(n) {
+			t.Errorf("the checker does not accept %s", n)
+		}
 	}
 }
 

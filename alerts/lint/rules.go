@@ -7,8 +7,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -16,8 +18,30 @@ import (
 // "#" and the GitHub anchor of the runbook section named after the alert.
 const RunbookBase = "https://github.com/slotexporter/slot_exporter/blob/main/docs/runbook.md"
 
-// Severities are the allowed values of an alert's severity label.
-var Severities = []string{"page", "warning", "info"}
+// Severities are the allowed values of an alert's severity label: critical
+// pages, warning goes to a ticket queue, info is for dashboards (the words
+// monitoring mixins and the usual Alertmanager routes use).
+var Severities = []string{"critical", "warning", "info"}
+
+// SlowestScrape is the longest scrape interval the rules must work at
+// (Prometheus' default).
+const SlowestScrape = time.Minute
+
+// MinRange is the shortest range a rule may use (rate, increase, deriv,
+// *_over_time, subqueries): four samples at the slowest scrape interval,
+// wherever they fall. A range of one scrape interval holds a single sample
+// whenever the samples are off the evaluation grid, and rate() over it
+// returns nothing.
+const MinRange = 4 * SlowestScrape
+
+// MinFor is the shortest `for:` an alert may have, when it has one: the
+// condition must hold across two scrapes at the slowest scrape interval.
+const MinFor = 2 * SlowestScrape
+
+// RequiredIntervals are the input intervals (scrape intervals) at which the
+// promtool tests must show every alert firing and staying silent, and every
+// recording rule's value.
+var RequiredIntervals = []time.Duration{15 * time.Second, time.Minute}
 
 // RuleFile is a Prometheus rule file. Decoding is strict: a misspelt key
 // (annotation:, label:) is an error, as it is for Prometheus.
@@ -131,17 +155,34 @@ func (c *Checker) CheckRuleFile(rf *RuleFile, runbook []byte) []error {
 			if err != nil {
 				fail("%s: expr %q: %v", where, r.Expr, err)
 			}
+			var ranges []time.Duration
+			if e != nil {
+				ranges = exprRanges(e)
+				for _, d := range ranges {
+					if d < MinRange {
+						fail("%s: range [%s] is shorter than %s (4 x the slowest scrape interval, %s): at a %s scrape it holds too few samples",
+							where, model.Duration(d), model.Duration(MinRange), model.Duration(SlowestScrape), model.Duration(SlowestScrape))
+					}
+				}
+			}
 			for key, d := range map[string]string{"for": r.For, "keep_firing_for": r.KeepFiringFor} {
 				if d == "" {
 					continue
 				}
-				if _, err := model.ParseDuration(d); err != nil {
+				v, err := model.ParseDuration(d)
+				if err != nil {
 					fail("%s: %s: %v", where, key, err)
+					continue
+				}
+				if key == "for" && v != 0 && time.Duration(v) < MinFor {
+					fail("%s: for: %s is shorter than %s (two scrapes at %s)", where, d, model.Duration(MinFor), model.Duration(SlowestScrape))
 				}
 			}
 			if r.Record != "" {
 				if !recordNameRE.MatchString(r.Record) {
 					fail("%s: recording rule name does not follow level:metric:operations", where)
+				} else if err := checkRecordWindow(r.Record, ranges); err != nil {
+					fail("%s: %v", where, err)
 				}
 				if r.For != "" || len(r.Annotations) > 0 {
 					fail("%s: a recording rule takes no for or annotations", where)
@@ -185,6 +226,50 @@ func (c *Checker) CheckRuleFile(rf *RuleFile, runbook []byte) []error {
 		}
 	}
 	return errs
+}
+
+// exprRanges returns the range of every range selector and subquery of e.
+func exprRanges(e parser.Expr) []time.Duration {
+	var out []time.Duration
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		switch x := n.(type) {
+		case *parser.MatrixSelector:
+			out = append(out, x.Range)
+		case *parser.SubqueryExpr:
+			out = append(out, x.Range)
+		}
+		return nil
+	})
+	return out
+}
+
+// windowRE finds the window a recording rule's operations end with
+// (rate5m, ratio_rate5m, max_over_time1h).
+var windowRE = regexp.MustCompile(`[a-z_]([0-9]+[smhdwy])$`)
+
+// checkRecordWindow checks that a recording rule that computes over a range
+// says which in its name, and says the truth: rate(x[5m]) is recorded as
+// ...:rate5m, never as ...:rate1m.
+func checkRecordWindow(name string, ranges []time.Duration) error {
+	ops := name[strings.LastIndex(name, ":")+1:]
+	m := windowRE.FindStringSubmatch(ops)
+	if len(ranges) == 0 {
+		return nil
+	}
+	if m == nil {
+		return fmt.Errorf("recording rule computes over [%s] but its name does not end with the window (e.g. %s%s)",
+			model.Duration(ranges[0]), ops, model.Duration(ranges[0]))
+	}
+	w, err := model.ParseDuration(m[1])
+	if err != nil {
+		return fmt.Errorf("recording rule name ends with %q, which is not a duration: %w", m[1], err)
+	}
+	for _, d := range ranges {
+		if d != time.Duration(w) {
+			return fmt.Errorf("recording rule name says %s but the expr computes over [%s]", m[1], model.Duration(d))
+		}
+	}
+	return nil
 }
 
 // GitHubAnchor returns the anchor GitHub generates for a Markdown heading:
@@ -240,7 +325,9 @@ func RunbookAnchors(md []byte) map[string]string {
 // RuleTestFile is the part of a promtool unit test file that CheckRuleTests
 // reads.
 type RuleTestFile struct {
-	Tests []struct {
+	EvaluationInterval string `yaml:"evaluation_interval"`
+	Tests              []struct {
+		Interval      string `yaml:"interval"`
 		AlertRuleTest []struct {
 			Alertname string `yaml:"alertname"`
 			ExpAlerts []any  `yaml:"exp_alerts"`
@@ -251,24 +338,67 @@ type RuleTestFile struct {
 	} `yaml:"tests"`
 }
 
-// CheckRuleTests checks that the promtool unit test files (name to content)
-// test every alert of rf at least once firing and once not firing, and
-// every recording rule with a promql_expr_test.
+// promtoolDefaultInterval is promtool's evaluation_interval when a test file
+// sets none, and a test group's interval when it sets none.
+const promtoolDefaultInterval = time.Minute
+
+// CheckRuleTests checks the promtool unit test files (name to content):
+//
+//   - every alert of rf has a firing case (exp_alerts) and a silent case
+//     (empty exp_alerts) at each of RequiredIntervals, and every recording
+//     rule a promql_expr_test at each of them;
+//   - no test group samples on the evaluation grid: its interval and the
+//     file's evaluation_interval must not divide one another. On the grid,
+//     every evaluation finds a sample exactly at its own time and one exactly
+//     a range back, which a real Prometheus, whose scrapes and evaluations
+//     are not aligned, never does; rate over one scrape interval then looks
+//     fine in the tests and returns nothing in production.
 func (c *Checker) CheckRuleTests(rf *RuleFile, files map[string][]byte) []error {
 	var errs []error
-	firing, quiet, exprTested := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for name, b := range files {
+	type key struct {
+		name     string
+		interval time.Duration
+	}
+	firing, quiet, exprTested := map[key]bool{}, map[key]bool{}, map[key]bool{}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		var tf RuleTestFile
-		if err := yaml.Unmarshal(b, &tf); err != nil {
+		if err := yaml.Unmarshal(files[name], &tf); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			continue
 		}
-		for _, t := range tf.Tests {
+		eval := promtoolDefaultInterval
+		if tf.EvaluationInterval != "" {
+			d, err := model.ParseDuration(tf.EvaluationInterval)
+			if err != nil || d <= 0 {
+				errs = append(errs, fmt.Errorf("%s: evaluation_interval %q is not a positive duration", name, tf.EvaluationInterval))
+				continue
+			}
+			eval = time.Duration(d)
+		}
+		for i, t := range tf.Tests {
+			iv := eval
+			if t.Interval != "" {
+				d, err := model.ParseDuration(t.Interval)
+				if err != nil || d <= 0 {
+					errs = append(errs, fmt.Errorf("%s: test %d: interval %q is not a positive duration", name, i, t.Interval))
+					continue
+				}
+				iv = time.Duration(d)
+			}
+			if iv%eval == 0 || eval%iv == 0 {
+				errs = append(errs, fmt.Errorf("%s: test %d samples every %s with evaluation_interval %s: the samples sit on the evaluation grid (make the two not divide one another, e.g. interval 1m with evaluation_interval 59s)",
+					name, i, model.Duration(iv), model.Duration(eval)))
+			}
 			for _, a := range t.AlertRuleTest {
 				if len(a.ExpAlerts) > 0 {
-					firing[a.Alertname] = true
+					firing[key{a.Alertname, iv}] = true
 				} else {
-					quiet[a.Alertname] = true
+					quiet[key{a.Alertname, iv}] = true
 				}
 			}
 			for _, p := range t.PromQLExprTest {
@@ -278,22 +408,25 @@ func (c *Checker) CheckRuleTests(rf *RuleFile, files map[string][]byte) []error 
 					continue
 				}
 				for _, m := range metricNames(e) {
-					exprTested[m] = true
+					exprTested[key{m, iv}] = true
 				}
 			}
 		}
 	}
-	for _, a := range rf.Alerts() {
-		if !firing[a.Alert] {
-			errs = append(errs, fmt.Errorf("alert %s has no firing test case (alert_rule_test with exp_alerts)", a.Alert))
+	for _, iv := range RequiredIntervals {
+		at := model.Duration(iv)
+		for _, a := range rf.Alerts() {
+			if !firing[key{a.Alert, iv}] {
+				errs = append(errs, fmt.Errorf("alert %s has no firing test case (alert_rule_test with exp_alerts) at a %s interval", a.Alert, at))
+			}
+			if !quiet[key{a.Alert, iv}] {
+				errs = append(errs, fmt.Errorf("alert %s has no not-firing test case (alert_rule_test with empty exp_alerts) at a %s interval", a.Alert, at))
+			}
 		}
-		if !quiet[a.Alert] {
-			errs = append(errs, fmt.Errorf("alert %s has no not-firing test case (alert_rule_test with empty exp_alerts)", a.Alert))
-		}
-	}
-	for _, r := range rf.Records() {
-		if !exprTested[r.Record] {
-			errs = append(errs, fmt.Errorf("recording rule %s has no promql_expr_test", r.Record))
+		for _, r := range rf.Records() {
+			if !exprTested[key{r.Record, iv}] {
+				errs = append(errs, fmt.Errorf("recording rule %s has no promql_expr_test at a %s interval", r.Record, at))
+			}
 		}
 	}
 	return errs
