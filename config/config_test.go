@@ -58,12 +58,21 @@ var badConfigs = map[string]string{
 	"bad-name-missing.yml":        "families[0].name: required",
 	"bad-name-invalid.yml":        `families[0].name: invalid name "my streams" (want letters, digits, _, - and . only)`,
 	"bad-duplicate-name.yml":      `families[1].name: duplicate name "streams" (also families[0])`,
-	"bad-kind.yml":                `families[0].kind: unknown kind "lock" (want slotset or counter)`,
+	"bad-kind.yml":                `families[0].kind: unknown kind "semaphore" (want slotset, counter, ratelimit, lock, list or stream)`,
+	"bad-ratelimit-window.yml":    "families[0].window: required for kind ratelimit (the fixed window the key's TTL is set to)",
+	"bad-lock-ttl.yml":            "families[0].ttl: required for kind lock (the lease the holder sets with PX)",
+	"bad-lock-heartbeat.yml":      "families[0].heartbeat_interval: not used by kind lock",
+	"bad-list-max-wait.yml":       "families[0].max_wait: required for kind list (how long an element may stay next before the queue counts as stalled)",
+	"bad-list-pop-side.yml":       `families[0].pop_side: unknown side "middle" (want right or left)`,
+	"bad-stream-max-hold.yml":     "families[0].max_hold: required for kind stream (how long an entry may stay pending)",
+	"bad-stream-deliveries.yml":   "families[0].max_deliveries: must be >= 1",
+	"bad-score-mode.yml":          `families[0].score: unknown score mode "refresh" (want expiry or heartbeat)`,
+	"bad-family-floor-window.yml": "families[0].floor_window: must be 0 or >= sampling.window",
 	"bad-match-no-star.yml":       "families[0].match: must contain a * (what it matches is the user) unless user is set",
 	"bad-match-class.yml":         "families[0].match: unterminated [ class",
 	"bad-user-regexp.yml":         "families[0].user: invalid regexp: missing closing ): `^joishi:streams:(.*`",
 	"bad-user-no-group.yml":       "families[0].user: has no capture group (its first group is the user)",
-	"bad-limit-missing.yml":       "families[0].limit: required",
+	"bad-limit-missing.yml":       "families[0].limit: required for kind slotset",
 	"bad-limit.yml":               "families[0].limit: must be >= 1",
 	"bad-ttl-missing.yml":         "families[0].ttl: required for kind slotset",
 	"bad-heartbeat.yml":           "families[0].heartbeat_interval: must be shorter than ttl",
@@ -171,14 +180,22 @@ func TestGoodDefaults(t *testing.T) {
 				StaleAfter:         40 * time.Second, // 2 x heartbeat_interval
 				ClockSkewTolerance: 5 * time.Second,
 				ScoreUnit:          "ms",
+				Score:              ScoreExpiry,
+				FloorWindow:        30 * time.Minute, // leaks.floor_window
 			},
 			{
-				Name:  "streams_legacy",
-				Kind:  KindCounter,
-				Match: "joishi:streams-legacy:*",
-				Limit: 3,
+				Name:        "streams_legacy",
+				Kind:        KindCounter,
+				Match:       "joishi:streams-legacy:*",
+				Limit:       3,
+				FloorWindow: 30 * time.Minute,
 			},
 		},
+	}
+	// What Parse compiles is checked by TestUserOf and TestGlobToRegexp.
+	for i := range want.Families {
+		f, g := &want.Families[i], &c.Families[i]
+		f.UserRegexp, f.MatchRegexp, f.shape = g.UserRegexp, g.MatchRegexp, g.shape
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load(good.yml)\n got: %+v\nwant: %+v", c, want)
@@ -297,7 +314,7 @@ func TestParseDetails(t *testing.T) {
 		{"non-string key", "redis: {addr: 'h:1', [a]: b}\n" + fam, "redis: field names must be strings, not a list"},
 		{"bad merge", "redis: {addr: 'h:1', <<: 3}\n" + fam, "redis: << must merge a mapping or a list of mappings, not an integer"},
 		{"counter ttl 0 is still set", "redis: {addr: 'h:1'}\nfamilies: [{name: a, kind: counter, match: 'a:*', limit: 1, ttl: 0s}]\n", "families[0].ttl: not used by kind counter"},
-		{"kind missing", "redis: {addr: 'h:1'}\nfamilies: [{name: a, match: 'a:*', limit: 1}]\n", "families[0].kind: required (slotset or counter)"},
+		{"kind missing", "redis: {addr: 'h:1'}\nfamilies: [{name: a, match: 'a:*', limit: 1}]\n", "families[0].kind: required (slotset, counter, ratelimit, lock, list or stream)"},
 		{"no star but user", "redis: {addr: 'h:1'}\nfamilies: [{name: a, kind: counter, match: 'a:b', user: '^(a):b$', limit: 1}]\n", ""},
 		{"escaped star is no star", "redis: {addr: 'h:1'}\nfamilies: [{name: a, kind: counter, match: 'a:\\*', limit: 1}]\n", "families[0].match: must contain a * (what it matches is the user) unless user is set"},
 		{"dial_timeout", "redis: {addr: 'h:1', dial_timeout: 0s}\n" + fam, "redis.dial_timeout: must be > 0"},
@@ -342,7 +359,7 @@ func TestDecoderKnowsEveryField(t *testing.T) {
 	} {
 		for i := range typ.NumField() {
 			tag := typ.Field(i).Tag.Get("yaml")
-			if tag == "-" {
+			if tag == "-" || !typ.Field(i).IsExported() {
 				continue
 			}
 			_, err := Parse([]byte(strings.ReplaceAll(base[prefix], "%s", tag)))
@@ -451,6 +468,38 @@ func TestGlobToRegexp(t *testing.T) {
 	for _, glob := range []string{"[", "a[bc", "[a-]", `[\`, "[^"} {
 		if _, _, err := GlobToRegexp(glob); err == nil {
 			t.Errorf("GlobToRegexp(%q): no error for an unterminated class", glob)
+		}
+	}
+}
+
+func TestGoodKinds(t *testing.T) {
+	c, err := Load("testdata/good-kinds.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Family{}
+	for _, f := range c.Families {
+		got[f.Name] = f
+	}
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"semaphores", got["semaphores"].Score == ScoreHeartbeat && got["semaphores"].StaleAfter == 9*time.Second},
+		{"streams", got["streams"].Score == ScoreExpiry},
+		{"streams_legacy floor off", got["streams_legacy"].FloorWindow == 0},
+		{"api_rate inherits leaks.floor_window", got["api_rate"].FloorWindow == DefaultFloorWindow && got["api_rate"].Window == time.Minute},
+		{"jobs_lock skew default", got["jobs_lock"].ClockSkewTolerance == DefaultClockSkewTolerance && got["jobs_lock"].Limit == 0},
+		{"mail_queue pops right", got["mail_queue"].PopSide == PopRight && got["mail_queue"].MaxWait == 5*time.Minute},
+		{"events max_deliveries", got["events"].MaxDeliveries == 5},
+	} {
+		if !tc.ok {
+			t.Errorf("%s: not as written or defaulted: %+v", tc.name, got)
+		}
+	}
+	for _, f := range c.Families {
+		if f.MatchRegexp == nil || f.UserRegexp == nil {
+			t.Errorf("%s: matchers not compiled at load", f.Name)
 		}
 	}
 }
