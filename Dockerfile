@@ -1,25 +1,49 @@
+# Build:
+#   docker build \
+#     --build-arg VERSION="$(git describe --tags --always --dirty | sed 's/^v//')" \
+#     --build-arg REVISION="$(git rev-parse HEAD)" \
+#     -t slot_exporter:"$(git describe --tags --always --dirty | sed 's/^v//')" .
+#
+# .dockerignore leaves .git out, so the version and revision come from these
+# build arguments rather than from Go's VCS stamping.
+
 # Build stage: static binaries, no cgo.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=${VERSION}" -o /out/slot_exporter . \
+ARG VERSION=""
+ARG REVISION=""
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w \
+      -X github.com/prometheus/common/version.Version=${VERSION} \
+      -X github.com/prometheus/common/version.Revision=${REVISION}" \
+      -o /out/slot_exporter . \
  && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/slotsim ./cmd/slotsim \
  && echo 'nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin' > /out/passwd \
  && echo 'nobody:x:65534:' > /out/group
 
 # Run stage: an empty, static base. Only the binaries, CA roots for
-# rediss://, an example config and a passwd entry for the non-root user.
+# rediss://, an example config, the licence and a passwd entry for the
+# non-root user (so that `user: nobody` in compose files still resolves).
 FROM scratch
+ARG VERSION=""
+ARG REVISION=""
+LABEL org.opencontainers.image.title="slot_exporter" \
+      org.opencontainers.image.description="Prometheus exporter and leak detector for crash-safe limits kept in Redis" \
+      org.opencontainers.image.source="https://github.com/slotexporter/slot_exporter" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/passwd /etc/passwd
 COPY --from=build /out/group /etc/group
 COPY --from=build /out/slot_exporter /bin/slot_exporter
 COPY --from=build /out/slotsim /bin/slotsim
+COPY LICENSE /LICENSE
 COPY examples/slot_exporter.yml /etc/slot_exporter/slot_exporter.yml
-USER nobody
+# Numeric: Kubernetes can only check runAsNonRoot against a numeric user.
+USER 65534:65534
 EXPOSE 10121
 ENTRYPOINT ["/bin/slot_exporter"]
 CMD ["--config.file=/etc/slot_exporter/slot_exporter.yml"]
