@@ -62,17 +62,9 @@ type Config struct {
 	Sampling Sampling `yaml:"sampling"`
 	Leaks    Leaks    `yaml:"leaks"`
 	Families []Family `yaml:"families"`
-	// Release is who the release button and command write as; absent
-	// when the exporter never writes.
+	// Release is who the release button and command write as; nil when
+	// the file has no release block. See release.go.
 	Release *Release `yaml:"release"`
-}
-
-// Release names the Redis ACL user that releases write as. The sampling
-// user stays read-only: releases never use it. The password, like the
-// sampling one, lives in a file, never in the YAML.
-type Release struct {
-	Username     string `yaml:"username"`
-	PasswordFile string `yaml:"password_file"`
 }
 
 // Redis says how to reach Redis. Passwords never live here: see

@@ -41,6 +41,10 @@ var badConfigs = map[string]string{
 	"bad-read-from-replica-standalone.yml": "redis.read_from: replica needs mode cluster or sentinel; in standalone mode there is only the server at redis.addr",
 	"bad-tls-missing-file.yml":             `redis.tls.ca_file: "missing-ca.pem": no such file or directory`,
 	"bad-tls-cert-without-key.yml":         "redis.tls.key_file: required when cert_file is set",
+	// Release.
+	"bad-release-same-user.yml":   `release.username: must differ from the sampling user "exporter", which stays read-only`,
+	"bad-release-password.yml":    "release.password: passwords are not accepted in the config file; put it in a file named by release.password_file",
+	"bad-release-no-username.yml": "release.username: required (the Redis ACL user that releases write as)",
 
 	// sampling and leaks.
 	"bad-interval.yml":            "sampling.interval: must be > 0",
@@ -347,6 +351,7 @@ func TestDecoderKnowsEveryField(t *testing.T) {
 		"redis.tls.":   "redis: {addr: 'h:1', tls: {%s: [[1]]}}\nfamilies: [{name: a, kind: counter, match: 'a:*', limit: 1}]\n",
 		"sampling.":    "redis: {addr: 'h:1'}\nsampling: {%s: [[1]]}\nfamilies: [{name: a, kind: counter, match: 'a:*', limit: 1}]\n",
 		"leaks.":       "redis: {addr: 'h:1'}\nleaks: {%s: [[1]]}\nfamilies: [{name: a, kind: counter, match: 'a:*', limit: 1}]\n",
+		"release.":     "redis: {addr: 'h:1'}\nrelease: {%s: [[1]]}\nfamilies: [{name: a, kind: counter, match: 'a:*', limit: 1}]\n",
 		"families[0].": "redis: {addr: 'h:1'}\nfamilies: [{%s: [[1]]}]\n",
 	}
 	for prefix, typ := range map[string]reflect.Type{
@@ -355,6 +360,7 @@ func TestDecoderKnowsEveryField(t *testing.T) {
 		"redis.tls.":   reflect.TypeFor[TLS](),
 		"sampling.":    reflect.TypeFor[Sampling](),
 		"leaks.":       reflect.TypeFor[Leaks](),
+		"release.":     reflect.TypeFor[Release](),
 		"families[0].": reflect.TypeFor[Family](),
 	} {
 		for i := range typ.NumField() {

@@ -247,18 +247,8 @@ func decode(doc *yaml.Node, c *Config) (*presence, error) {
 			}, nil)
 			return err
 		},
-		"release": func(n *yaml.Node, path string) error {
-			r := &Release{}
-			_, err := mapping(n, path, map[string]fieldFunc{
-				"username":      str(&r.Username),
-				"password_file": str(&r.PasswordFile),
-			}, func(key string) error {
-				if strings.EqualFold(key, "password") {
-					return errf(join(path, key), "passwords are not accepted in the config file; put it in a file named by release.password_file")
-				}
-				return nil
-			})
-			c.Release = r
+		"release": func(n *yaml.Node, path string) (err error) {
+			c.Release, err = decodeRelease(n, path)
 			return err
 		},
 		"families": func(n *yaml.Node, path string) error {

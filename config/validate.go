@@ -388,26 +388,6 @@ func validPort(p string) bool {
 	return err == nil && n > 0 && n < 65536
 }
 
-// validateRelease checks the release block. Releases write with their own
-// ACL user so that the sampling user can stay read-only: the same user for
-// both would give the sampler write access.
-func validateRelease(r *Release, redis *Redis) error {
-	if r == nil {
-		return nil
-	}
-	if r.Username == "" {
-		return errors.New("release.username: required (the Redis ACL user that releases write as)")
-	}
-	sampling := redis.Username
-	if sampling == "" {
-		sampling = "default"
-	}
-	if r.Username == sampling {
-		return fmt.Errorf("release.username: must differ from the sampling user %q, which stays read-only", sampling)
-	}
-	return nil
-}
-
 func validateSampling(s *Sampling) error {
 	switch {
 	case s.Interval <= 0:
