@@ -2,8 +2,10 @@ package dashboards
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -186,5 +188,186 @@ func TestCheckerCatchesProblems(t *testing.T) {
 	// the damage alone.
 	if errs := c.CheckDashboard(mutate(t, func(map[string]any) {})); len(errs) > 0 {
 		t.Fatalf("the unmodified dashboard has errors: %v", errs)
+	}
+}
+
+// panelsOf returns every panel of a dashboard JSON model, rows' panels included.
+func panelsOf(t *testing.T, b []byte) []map[string]any {
+	t.Helper()
+	var d map[string]any
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	var walk func(list []any)
+	walk = func(list []any) {
+		for _, p := range list {
+			if m, ok := p.(map[string]any); ok {
+				out = append(out, m)
+				if sub, ok := m["panels"].([]any); ok {
+					walk(sub)
+				}
+			}
+		}
+	}
+	top, _ := d["panels"].([]any)
+	walk(top)
+	return out
+}
+
+func exprsOf(p map[string]any) []string {
+	var out []string
+	targets, _ := p["targets"].([]any)
+	for _, t := range targets {
+		if m, ok := t.(map[string]any); ok {
+			if e, ok := m["expr"].(string); ok {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// thresholdValues returns the non-base steps of a panel's thresholds, in its
+// defaults and in its overrides.
+func thresholdValues(p map[string]any) []float64 {
+	var out []float64
+	add := func(th any) {
+		m, _ := th.(map[string]any)
+		steps, _ := m["steps"].([]any)
+		for _, s := range steps {
+			if v, ok := s.(map[string]any)["value"].(float64); ok {
+				out = append(out, v)
+			}
+		}
+	}
+	fc, _ := p["fieldConfig"].(map[string]any)
+	if def, ok := fc["defaults"].(map[string]any); ok {
+		add(def["thresholds"])
+	}
+	overrides, _ := fc["overrides"].([]any)
+	for _, o := range overrides {
+		props, _ := o.(map[string]any)["properties"].([]any)
+		for _, pr := range props {
+			if m, _ := pr.(map[string]any); m["id"] == "thresholds" {
+				add(m["value"])
+			}
+		}
+	}
+	return out
+}
+
+// floorThresholdProblems reports panels that show a floor age and colour it
+// at a fixed number of seconds. The floor window is per family and comes
+// from the config (slot_family_floor_window_seconds): a panel may turn red
+// only at a share of that window (a threshold of at most 1 on a query that
+// divides by it).
+func floorThresholdProblems(t *testing.T, b []byte) []string {
+	t.Helper()
+	var problems []string
+	for _, p := range panelsOf(t, b) {
+		all := strings.Join(exprsOf(p), "\n")
+		if !strings.Contains(all, "slot_user_floor_seconds") {
+			continue
+		}
+		vals := thresholdValues(p)
+		if len(vals) == 0 {
+			continue
+		}
+		for _, v := range vals {
+			if v > 1 {
+				problems = append(problems, fmt.Sprintf("panel %q turns a colour at a floor age of %vs, a fixed number: compare with slot_family_floor_window_seconds instead", p["title"], v))
+			}
+		}
+		if !strings.Contains(all, "slot_family_floor_window_seconds") {
+			problems = append(problems, fmt.Sprintf("panel %q colours the floor age but none of its queries reads slot_family_floor_window_seconds", p["title"]))
+		}
+	}
+	return problems
+}
+
+func TestFloorThresholdsFollowConfig(t *testing.T) {
+	for f := range want {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range floorThresholdProblems(t, b) {
+			t.Errorf("%s: %s", f, p)
+		}
+	}
+	// A floor stat red at 1800s, as the dashboards once were, is reported.
+	bad := mutate(t, func(d map[string]any) {
+		d["panels"] = append(d["panels"].([]any), map[string]any{
+			"type": "stat", "title": "Floor age",
+			"targets": []any{map[string]any{"expr": `max(slot_user_floor_seconds)`}},
+			"fieldConfig": map[string]any{"defaults": map[string]any{"thresholds": map[string]any{
+				"mode": "absolute", "steps": []any{map[string]any{"color": "green", "value": nil}, map[string]any{"color": "red", "value": 1800}}}}},
+		})
+	})
+	if p := floorThresholdProblems(t, bad); len(p) != 2 {
+		t.Fatalf("a floor panel red at 1800s: got %v, want two problems", p)
+	}
+}
+
+// metricRE finds catalog metric names in PromQL text.
+var metricRE = regexp.MustCompile(`\bslot_[a-z_]+`)
+
+// TestKindsShown: the overview has a row per kind and shows every metric of
+// the kinds and of the family configuration; the one-user dashboard shows
+// each kind's per-user figures for the selected user.
+func TestKindsShown(t *testing.T) {
+	ob, err := os.ReadFile("slot-overview.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	rows := map[string]bool{}
+	for _, p := range panelsOf(t, ob) {
+		if p["type"] == "row" {
+			rows[p["title"].(string)] = true
+		}
+		for _, e := range exprsOf(p) {
+			for _, m := range metricRE.FindAllString(e, -1) {
+				used[m] = true
+			}
+		}
+	}
+	for _, k := range []string{"ratelimit", "lock", "list", "stream"} {
+		found := false
+		for r := range rows {
+			found = found || strings.Contains(r, "(kind "+k+")")
+		}
+		if !found {
+			t.Errorf("the overview has no row for kind %s (rows: %v)", k, rows)
+		}
+	}
+	for _, m := range lint.Catalog {
+		kindMetric := strings.HasPrefix(m.Name, "slot_ratelimit_") || strings.HasPrefix(m.Name, "slot_queue") ||
+			strings.HasPrefix(m.Name, "slot_stream_") || strings.HasPrefix(m.Name, "slot_family_")
+		if kindMetric && !used[m.Name] {
+			t.Errorf("the overview does not show %s", m.Name)
+		}
+	}
+
+	ub, err := os.ReadFile("slot-user.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perUser := map[string]bool{}
+	for _, p := range panelsOf(t, ub) {
+		for _, e := range exprsOf(p) {
+			if !strings.Contains(e, `user="$user"`) {
+				continue
+			}
+			for _, m := range metricRE.FindAllString(e, -1) {
+				perUser[m] = true
+			}
+		}
+	}
+	for _, m := range lint.Catalog {
+		if len(m.Labels) > 1 && m.Labels[1] == "user" && !perUser[m.Name] {
+			t.Errorf("the one-user dashboard does not show %s for the selected user", m.Name)
+		}
 	}
 }
