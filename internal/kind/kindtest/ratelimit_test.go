@@ -65,16 +65,16 @@ func TestRateLimitScenario(t *testing.T) {
 
 	m := h.Metrics()
 	exportertest.Expect(t, m, map[string]float64{
-		`slot_sets{family="api_rate"}`:                             5,
-		`slot_ratelimit_keys_without_ttl{family="api_rate"}`:       1,
-		`slot_ratelimit_keys_ttl_beyond_window{family="api_rate"}`: 0,
-		`slot_ratelimit_callers_locked_out{family="api_rate"}`:     1,
-		`slot_users_active{family="api_rate"}`:                     5,
-		`slot_users_at_limit{family="api_rate"}`:                   1,
-		`slot_users_floor_nonzero{family="api_rate"}`:              0,
-		`slot_user_floor_seconds{family="api_rate",user="nottl"}`:  0,
-		`slot_user_used_max{family="api_rate",user="nottl"}`:       7,
-		`slot_user_used_max{family="api_rate",user="ok"}`:          3,
+		`slot_sets{family="api_rate"}`:                                            5,
+		`slot_ratelimit_keys_without_ttl{family="api_rate"}`:                      1,
+		`slot_ratelimit_keys_ttl_beyond_window{family="api_rate"}`:                0,
+		`slot_ratelimit_callers_locked_out{family="api_rate"}`:                    1,
+		`slot_users_active{family="api_rate"}`:                                    5,
+		`slot_users_at_limit{family="api_rate"}`:                                  1,
+		`slot_users_floor_nonzero{family="api_rate"}`:                             0,
+		`slot_user_floor_seconds{family="api_rate",user="nottl"}`:                 0,
+		`slot_user_used_max{family="api_rate",user="nottl"}`:                      7,
+		`slot_user_used_max{family="api_rate",user="ok"}`:                         3,
 		`slot_exporter_keys_skipped_total{family="api_rate",reason="bad_value"}`:  1,
 		`slot_exporter_keys_skipped_total{family="api_rate",reason="wrong_type"}`: 1,
 	})
@@ -111,17 +111,17 @@ func TestRateLimitScenario(t *testing.T) {
 	}
 
 	exportertest.Expect(t, m, map[string]float64{
-		`slot_sets{family="api_rate"}`:                             5, // ok expired
-		`slot_ratelimit_keys_without_ttl{family="api_rate"}`:       1,
-		`slot_ratelimit_keys_ttl_beyond_window{family="api_rate"}`: 1,
-		`slot_ratelimit_callers_locked_out{family="api_rate"}`:     2,
-		`slot_users_active{family="api_rate"}`:                     5,
-		`slot_users_at_limit{family="api_rate"}`:                   2,
-		`slot_users_floor_nonzero{family="api_rate"}`:              3, // nottl, busy, slow
-		`slot_user_used_max{family="api_rate",user="busy"}`:        9,
-		`slot_user_used_max{family="api_rate",user="slow"}`:        1,
-		`slot_user_used_max{family="api_rate",user="unit"}`:        2,
-		`slot_exporter_user_series_dropped{family="api_rate"}`:     0,
+		`slot_sets{family="api_rate"}`:                                            5, // ok expired
+		`slot_ratelimit_keys_without_ttl{family="api_rate"}`:                      1,
+		`slot_ratelimit_keys_ttl_beyond_window{family="api_rate"}`:                1,
+		`slot_ratelimit_callers_locked_out{family="api_rate"}`:                    2,
+		`slot_users_active{family="api_rate"}`:                                    5,
+		`slot_users_at_limit{family="api_rate"}`:                                  2,
+		`slot_users_floor_nonzero{family="api_rate"}`:                             3, // nottl, busy, slow
+		`slot_user_used_max{family="api_rate",user="busy"}`:                       9,
+		`slot_user_used_max{family="api_rate",user="slow"}`:                       1,
+		`slot_user_used_max{family="api_rate",user="unit"}`:                       2,
+		`slot_exporter_user_series_dropped{family="api_rate"}`:                    0,
 		`slot_exporter_keys_skipped_total{family="api_rate",reason="bad_value"}`:  6,
 		`slot_exporter_keys_skipped_total{family="api_rate",reason="wrong_type"}`: 6,
 	})
