@@ -1,0 +1,235 @@
+package kind
+
+import (
+	"context"
+	"math"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/snapshot"
+	"github.com/slotexporter/slot_exporter/internal/track"
+)
+
+// A lock is an owner lock: SET key token NX PX ttl, extended and released
+// only by its holder (a token-checked PEXPIRE and DEL). It is a slot set
+// of one: the token is the member, remembered by track.MemberTracker by
+// the hash of key and token, with the lease's expiry (Redis time, ms) as
+// its score. So a token seen for the first time is an acquire, and a token
+// gone is a hold ended: released if it went while the lease it had when
+// last seen still ran, expired once that lease had run out (the holder
+// died, or overran its lease), lost when the data vanished. A lock taken
+// over by another token between two sweeps ends the old hold and starts a
+// new one. Hold durations run from the first sweep that saw a token to the
+// last.
+//
+// It reads the token (the first redisread.MaxTokenBytes bytes) and PTTL,
+// with Redis TIME in the same pipeline (lockReads): each lease's expiry is
+// then exact to the pipeline, not late by however long the sweep took to
+// reach the key. A value of another type is skipped as wrong_type.
+//
+// States in slot_members{state}:
+//   - future: PTTL > ttl + clock_skew_tolerance, a lease no holder asked
+//     for (PX given seconds, or EX given milliseconds);
+//   - zombie: the same token has held the lock for longer than max_hold
+//     (renewed forever by a stuck holder);
+//   - live: anything else. stale and expired do not apply (a lock has no
+//     heartbeat of its own, and Redis deletes it when its lease ends):
+//     they are always 0.
+//
+// A lock without a TTL (SET NX without PX) counts in slot_sets_without_ttl
+// and is live or zombie by its age, not future: it is its own signal. Its
+// user carries AnomalyKind so that the series cap shows it first: a
+// crashed holder keeps everyone out forever. If it is then deleted, the
+// hold ended released (its lease never ran out).
+//
+// Heartbeats: a lease whose expiry moved forward by more than
+// min(ttl/10, 1s) since the last sweep was extended: one heartbeat. The
+// margin absorbs the ms rounding of PTTL and TIME. It is exact while sweeps
+// are more frequent than extensions (ttl 30s, extended every 10s, swept
+// every 5s); when a holder extends several times between two sweeps, it
+// counts once, a lower bound.
+//
+// used is 1 per held lock. The limit is optional; over it (a user holding
+// more locks than allowed) is an anomaly.
+func init() { register(config.KindLock, newLock) }
+
+type lock struct {
+	rules   track.Rules
+	limit   int64
+	members *track.MemberTracker
+	holds   holds
+	digest  *xxhash.Digest
+	// leases is the last expiry seen per key, for heartbeats.
+	leases map[uint64]lease
+	gen    uint32
+	bounds track.Bounds // for locks with a lease
+	cur    lockGauges
+	last   lockGauges
+}
+
+type lease struct {
+	token  uint64
+	expiry float64 // ms; +Inf without a TTL
+	gen    uint32
+}
+
+type lockGauges struct {
+	members    [track.NumStates]int
+	withoutTTL int
+}
+
+// noLease are the bounds of a lock without a TTL: never expired, never
+// future; only its age can make it a zombie.
+var noLease = track.Bounds{Expired: math.Inf(-1), StaleBelow: math.Inf(-1), FutureAbove: math.Inf(1)}
+
+func newLock(f *config.Family, _ *config.Sampling) Tracker {
+	return &lock{
+		rules:   lockRules(f),
+		limit:   int64(f.Limit),
+		members: track.NewMemberTracker(),
+		holds:   newHolds(),
+		digest:  xxhash.New(),
+		leases:  map[uint64]lease{},
+	}
+}
+
+func lockRules(f *config.Family) track.Rules {
+	// Heartbeat only scales the member tracker's heartbeat count, which
+	// locks do not use; it must not be 0.
+	return track.Rules{TTL: ms(f.TTL), MaxHold: ms(f.MaxHold), Skew: ms(f.ClockSkewTolerance), Unit: 1, Heartbeat: 1}
+}
+
+func (t *lock) Reconfigure(f *config.Family, _ *config.Sampling) {
+	t.rules, t.limit = lockRules(f), int64(f.Limit)
+}
+
+func (t *lock) Limits() track.Limits {
+	return track.Limits{Limit: t.limit, OverLimitIsAnomaly: true}
+}
+
+func (t *lock) Begin(sw *Sweep) redisread.Reads {
+	t.gen++
+	t.cur = lockGauges{}
+	// Nothing with a lease is expired (Redis deletes it) or stale.
+	t.bounds = track.Bounds{
+		Expired:     math.Inf(-1),
+		StaleBelow:  math.Inf(-1),
+		FutureAbove: float64(sw.Now) + t.rules.TTL + t.rules.Skew,
+	}
+	return &lockReads{now: sw.Now}
+}
+
+// renewMargin is how far a lease's expiry must move forward to count as
+// extended.
+func (t *lock) renewMargin() float64 { return min(t.rules.TTL/10, 1000) }
+
+func (t *lock) Apply(sw *Sweep, k Key) {
+	kr := k.Read
+	token := track.MemberHash(t.digest, kr.Key, kr.Text)
+	expiry, b := math.Inf(1), &noLease
+	if kr.PTTL >= 0 {
+		expiry, b = float64(sw.Now+kr.PTTL), &t.bounds
+	}
+	o := t.members.Observe(token, k.Hash, expiry, sw.Now, b, &t.rules)
+	if o.Duplicate {
+		return
+	}
+	if o.New {
+		t.holds.acquires++
+	}
+	if prev, ok := t.leases[k.Hash]; ok && prev.token == token && prev.gen != t.gen &&
+		!math.IsInf(expiry, 0) && !math.IsInf(prev.expiry, 0) && expiry-prev.expiry > t.renewMargin() {
+		t.holds.heartbeats++
+	}
+	t.leases[k.Hash] = lease{token: token, expiry: expiry, gen: t.gen}
+	t.cur.members[o.State]++
+	flags := o.State.Anomaly()
+	if kr.PTTL == -1 {
+		t.cur.withoutTTL++
+		flags |= track.AnomalyKind
+	}
+	sw.Floor.Add(k.UserHash, k.User, 1, flags)
+}
+
+func (t *lock) End(sw *Sweep, lost, deferEnds bool) Ended {
+	t.last = t.cur
+	if deferEnds {
+		return Ended{}
+	}
+	e := t.members.Sweep(sw.Now, sw.Carry, lost, &t.rules)
+	t.holds.end(e)
+	for h, l := range t.leases {
+		if l.gen == t.gen {
+			continue
+		}
+		if _, ok := sw.Carry[uint32(h)]; !ok {
+			delete(t.leases, h)
+		}
+	}
+	return Ended{Lost: e.Count[track.OutcomeLost]}
+}
+
+func (t *lock) Publish(f *snapshot.Family) {
+	memberGauges(f, &t.last.members)
+	f.Gauges = append(f.Gauges, gauge(snapshot.WithoutTTL, float64(t.last.withoutTTL)))
+	t.holds.publish(f, true)
+}
+
+func (t *lock) UserExtra(string) []snapshot.Value { return nil }
+
+// lockReads reads a lock's token and PTTL as redisread.TokenReads does,
+// with Redis TIME at the head of the same pipeline. PTTL is then turned
+// into the lease's remaining time at now, the sweep's Redis time: a key
+// read seconds into a long sweep has the PTTL it had when the sweep
+// started, and its expiry (now + PTTL) is exact.
+type lockReads struct {
+	now int64
+}
+
+func (l *lockReads) Read(ctx context.Context, c redis.Cmdable, keys []string, reads []redisread.KeyRead) error {
+	pipe := c.Pipeline()
+	clock := pipe.Time(ctx)
+	gets := make([]*redis.StringCmd, len(keys))
+	ttls := make([]*redis.DurationCmd, len(keys))
+	for i, k := range keys {
+		gets[i] = pipe.GetRange(ctx, k, 0, redisread.MaxTokenBytes-1)
+		ttls[i] = pipe.PTTL(ctx, k)
+	}
+	_, _ = pipe.Exec(ctx)
+	at, err := clock.Result()
+	if err != nil {
+		return err
+	}
+	shift := at.UnixMilli() - l.now
+	for i, k := range keys {
+		r := &reads[i]
+		r.Key = k
+		v, err := gets[i].Result()
+		if err == nil {
+			var d = ttls[i].Val()
+			if err = ttls[i].Err(); err == nil {
+				r.PTTL = redisread.PTTLMillis(d)
+			}
+		}
+		if err != nil {
+			if err := r.Judge(err); err != nil {
+				return err
+			}
+			continue
+		}
+		// GETRANGE answers "" for a missing key: PTTL tells.
+		if r.PTTL == -2 {
+			r.Status = redisread.Gone
+			continue
+		}
+		if r.PTTL >= 0 {
+			// Never below 0: a key read at all still held its lease.
+			r.PTTL = max(r.PTTL+shift, 0)
+		}
+		r.Text = v
+	}
+	return nil
+}
