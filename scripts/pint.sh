@@ -10,7 +10,8 @@
 # script downloads the pinned version with `go mod download` instead, checks
 # its hash against the one below (the checksum database has no entry for it
 # yet, so nothing else would), and builds it with pint's own go.sum, which
-# pins every dependency. A first build takes about two minutes.
+# pins every dependency. A first build takes 2-3 minutes on 2 cores (about
+# 1.5 min of CPU, plus downloading ~60 modules); later runs take seconds.
 set -euo pipefail
 
 PINT_VERSION=v0.86.0
@@ -23,8 +24,10 @@ bin="$cache/pint"
 if [ ! -x "$bin" ]; then
 	echo "pint.sh: building pint $PINT_VERSION into $cache" >&2
 	mkdir -p "$cache"
-	info=$(GONOSUMDB=github.com/cloudflare/pint GOFLAGS=-mod=mod \
-		go mod download -json "github.com/cloudflare/pint@$PINT_VERSION")
+	# From the cache directory, outside this module, so that nothing is
+	# added to this module's go.sum.
+	info=$(GONOSUMDB=github.com/cloudflare/pint \
+		go -C "$cache" mod download -json "github.com/cloudflare/pint@$PINT_VERSION")
 	field() { sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",\{0,1\}\$/\1/p" <<<"$info" | head -n1; }
 	err=$(field Error)
 	if [ -n "$err" ]; then
