@@ -1,0 +1,159 @@
+package kind
+
+import (
+	"context"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/snapshot"
+	"github.com/slotexporter/slot_exporter/internal/track"
+)
+
+// A list is a queue: producers push at one end, consumers pop at the
+// other (pop_side, right by default for LPUSH + BRPOP or BLMOVE ... RIGHT).
+// It reads LLEN and LINDEX of the pop side (listReads). The element is
+// hashed as it arrives and never kept; LINDEX still sends it whole, so a
+// queue of megabyte jobs costs a megabyte per queue per sweep to read.
+//
+// track.HeadTracker remembers which element is next in each queue and
+// since when (the first sweep that saw it next). An element next for
+// longer than max_wait means nobody is taking work: the queue counts in
+// slot_queues_stalled and its user carries AnomalyKind, so the series cap
+// shows it first. A queue the exporter sees for the first time starts its
+// wait then, whatever came before. Two elements with equal values (or
+// equal 64-bit hashes) in a row read as one that did not move: jobs need
+// unique ids, which a reliable queue's LREM-by-value completion requires
+// anyway. A wait is never negative when Redis time steps back.
+//
+// A reliable queue's processing list (BLMOVE queue processing RIGHT LEFT)
+// is a list family of its own, with pop_side right: its right end holds
+// the oldest job still being worked on, and a job that stays there past
+// max_wait belonged to a worker that died. Give the two families match and
+// user patterns that keep them apart (a processing list's name usually
+// extends its queue's, and SCAN MATCH globs cannot exclude).
+//
+// used is LLEN: an empty list does not exist in Redis, so a queue that
+// drains goes back to 0, and one that never does shows a floor that grows.
+// slot_queue_items sums LLEN; slot_queue_head_wait_seconds{user} is the
+// longest wait over the user's queues (0 when they are all empty).
+func init() { register(config.KindList, newList) }
+
+type list struct {
+	maxWait int64 // ms
+	left    bool
+	limit   int64
+	heads   *track.HeadTracker
+	cur     listGauges
+	last    listGauges
+}
+
+type listGauges struct {
+	items   int64
+	stalled int
+	// waits is the longest head wait (ms) per user with a non-empty
+	// queue, by the user's hash, as the floor tracker knows users.
+	waits map[uint64]int64
+}
+
+func newList(f *config.Family, _ *config.Sampling) Tracker {
+	t := &list{heads: track.NewHeadTracker()}
+	t.Reconfigure(f, nil)
+	return t
+}
+
+func (t *list) Reconfigure(f *config.Family, _ *config.Sampling) {
+	t.maxWait, t.left, t.limit = f.MaxWait.Milliseconds(), f.PopSide == config.PopLeft, int64(f.Limit)
+}
+
+func (t *list) Limits() track.Limits {
+	return track.Limits{Limit: t.limit, OverLimitIsAnomaly: true}
+}
+
+func (t *list) Begin(*Sweep) redisread.Reads {
+	t.heads.Begin()
+	t.cur = listGauges{waits: map[uint64]int64{}}
+	return &listReads{left: t.left}
+}
+
+func (t *list) Apply(sw *Sweep, k Key) {
+	kr := k.Read
+	head, _ := kr.Extra.(uint64)
+	wait := t.heads.Observe(k.Hash, head, sw.Now)
+	t.cur.items += kr.Value
+	var flags uint8
+	if wait > t.maxWait {
+		t.cur.stalled++
+		flags |= track.AnomalyKind
+	}
+	if w, ok := t.cur.waits[k.UserHash]; !ok || wait > w {
+		t.cur.waits[k.UserHash] = wait
+	}
+	sw.Floor.Add(k.UserHash, k.User, kr.Value, flags)
+}
+
+func (t *list) End(sw *Sweep, _, deferEnds bool) Ended {
+	t.last = t.cur
+	if !deferEnds {
+		t.heads.Sweep(sw.Carry)
+	}
+	return Ended{}
+}
+
+func (t *list) Publish(f *snapshot.Family) {
+	f.Gauges = append(f.Gauges,
+		gauge(snapshot.QueueItems, float64(t.last.items)),
+		gauge(snapshot.QueuesStalled, float64(t.last.stalled)))
+}
+
+func (t *list) UserExtra(user string) []snapshot.Value {
+	return []snapshot.Value{gauge(snapshot.QueueHeadWait, float64(t.last.waits[xxhash.Sum64String(user)])/1000)}
+}
+
+// listReads reads a queue's length and the element at its pop side:
+// LLEN, and LINDEX -1 (right) or 0 (left), pipelined. KeyRead.Value is the
+// length, Extra the xxhash of the next element (a uint64). A list emptied
+// between the two reads is gone.
+type listReads struct {
+	left bool
+}
+
+func (l *listReads) Read(ctx context.Context, c redis.Cmdable, keys []string, reads []redisread.KeyRead) error {
+	index := int64(-1)
+	if l.left {
+		index = 0
+	}
+	pipe := c.Pipeline()
+	lens := make([]*redis.IntCmd, len(keys))
+	heads := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		lens[i] = pipe.LLen(ctx, k)
+		heads[i] = pipe.LIndex(ctx, k, index)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, k := range keys {
+		r := &reads[i]
+		r.Key = k
+		n, err := lens[i].Result()
+		var head string
+		if err == nil {
+			head, err = heads[i].Result()
+		}
+		if err != nil {
+			// redis.Nil from LINDEX: no element, no list.
+			if err := r.Judge(err); err != nil {
+				return err
+			}
+			continue
+		}
+		if n == 0 {
+			r.Status = redisread.Gone
+			continue
+		}
+		r.Value = n
+		r.Extra = xxhash.Sum64String(head)
+	}
+	return nil
+}
