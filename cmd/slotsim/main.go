@@ -1,14 +1,27 @@
 // Command slotsim drives a Redis with a simulated stream workload that holds
-// crash-safe slots (and, optionally, legacy counters), injects faults, and
-// prints its ground truth as JSON: on stdout when it ends (after --duration,
-// or on SIGINT/SIGTERM), and every second to --truth-file if given.
+// crash-safe slots (and, optionally, legacy counters), and with the other
+// recipes slot_exporter watches (rate limits, owner locks, list queues,
+// streams with consumer groups), injects faults, and prints its ground truth
+// as JSON: on stdout when it ends (after --duration, or on SIGINT/SIGTERM),
+// and every second to --truth-file if given.
+//
+// The other recipes run when their --ratelimit.*, --lock.*, --list.* and
+// --stream.* counts ask for actors: each count is the number of users whose
+// key is driven healthy or with that failure.
 //
 // Scenarios:
 //
-//	steady    the workload with the configured fault rates, nothing more.
+//	steady    the workloads with the configured fault rates and counts.
 //	incident  the same, and at --kill-at a share (--kill-share) of the
 //	          in-flight holders is SIGKILLed at one instant, like a deploy's
 //	          docker stop after its grace period; then it carries on.
+//	recipes   steady, plus every recipe kind healthy and with each of its
+//	          failures: the counts not given on the command line are set
+//	          (5 healthy rate callers and lock holders, 3 healthy queues and
+//	          streams, one of each failure).
+//
+// --pause-at pauses all traffic at that time after start: from then on the
+// truth is exact (see simulator.Sim.Pause), and slotsim idles until it ends.
 package main
 
 import (
@@ -39,9 +52,12 @@ func main() {
 type config struct {
 	addr, username, passwordFile string
 	scenario, truthFile          string
-	duration, killAt             time.Duration
+	duration, killAt, pauseAt    time.Duration
 	killShare                    float64
 	o                            simulator.Options
+	// countSet records which recipe counts were given on the command line,
+	// so that a scenario preset leaves them alone.
+	countSet map[*int]*bool
 }
 
 func parse(args []string, stdout, stderr io.Writer) (*config, error) {
@@ -68,16 +84,27 @@ func parse(args []string, stdout, stderr io.Writer) (*config, error) {
 	app.Flag("counter-leak-rate", "Share of counter-holding streams that never DECR.").Default("0.01").Float64Var(&c.o.CounterLeakRate)
 	app.Flag("workers", "Concurrent acquires.").Default("8").IntVar(&c.o.Workers)
 	app.Flag("seed", "Random seed.").Default("1").Int64Var(&c.o.Seed)
+	slotStreams := true
+	app.Flag("slot-streams", "Run the slot-set stream workload (--no-slot-streams: the other recipes alone).").Default("true").BoolVar(&slotStreams)
 	app.Flag("duration", "How long to run; 0 runs until SIGINT/SIGTERM.").Default("0").DurationVar(&c.duration)
-	app.Flag("scenario", "steady or incident.").Default("steady").EnumVar(&c.scenario, "steady", "incident")
+	app.Flag("scenario", "steady, incident or recipes.").Default("steady").EnumVar(&c.scenario, "steady", "incident", "recipes")
 	app.Flag("kill-at", "incident: when to kill holders, after start.").Default("20s").DurationVar(&c.killAt)
 	app.Flag("kill-share", "incident: share of in-flight holders killed at --kill-at.").Default("0.5").Float64Var(&c.killShare)
+	app.Flag("pause-at", "Pause all traffic at this time after start (0: never); the truth is then exact.").Default("0").DurationVar(&c.pauseAt)
 	app.Flag("truth-file", "Also write the ground truth JSON to this file, every second and at the end.").StringVar(&c.truthFile)
+	c.recipeFlags(app)
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
 	}
 	if c.killShare < 0 || c.killShare > 1 {
 		return nil, fmt.Errorf("--kill-share %v is not in [0, 1]", c.killShare)
+	}
+	if c.pauseAt < 0 {
+		return nil, fmt.Errorf("--pause-at %v is negative", c.pauseAt)
+	}
+	c.o.NoSlotStreams = !slotStreams
+	if c.scenario == "recipes" {
+		c.presetRecipes()
 	}
 	return &c, nil
 }
@@ -119,15 +146,19 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 	o := sim.Options()
 	logger.Info("simulating", "redis", c.addr, "scenario", c.scenario, "users", o.Users,
 		"stream_rate", o.StreamRate, "stream_duration", o.StreamDuration, "ttl", o.TTL,
-		"heartbeat_interval", o.HeartbeatInterval, "key_prefix", o.KeyPrefix, "counter_prefix", o.CounterPrefix)
+		"heartbeat_interval", o.HeartbeatInterval, "key_prefix", o.KeyPrefix, "counter_prefix", o.CounterPrefix,
+		"slot_streams", !o.NoSlotStreams)
 
 	var end <-chan time.Time
 	if c.duration > 0 {
 		end = time.After(c.duration)
 	}
-	var kill <-chan time.Time
+	var kill, pause <-chan time.Time
 	if c.scenario == "incident" {
 		kill = time.After(c.killAt)
+	}
+	if c.pauseAt > 0 {
+		pause = time.After(c.pauseAt)
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -152,6 +183,11 @@ loop:
 			n := sim.KillShare(c.killShare)
 			logger.Info("incident: SIGKILL", "killed", n, "in_flight_before", before, "share", c.killShare)
 			writeTruth()
+		case <-pause:
+			pause = nil
+			sim.Pause()
+			logger.Info("paused: no more traffic; the truth is exact from now on")
+			writeTruth()
 		case s := <-sig:
 			logger.Info("stopping", "signal", s.String())
 			break loop
@@ -167,6 +203,7 @@ loop:
 	logger.Info("done", "acquired", t.Acquired, "denied", t.Denied, "released", t.Released,
 		"killed", t.Killed, "crashed", t.Crashed, "zombies", t.Zombies, "future", t.Future,
 		"counters_leaked", t.CountersLeaked, "lost", t.Lost, "errors", t.Errors)
+	logRecipes(logger, t)
 	return 0
 }
 

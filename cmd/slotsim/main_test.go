@@ -109,10 +109,65 @@ func TestBadFlags(t *testing.T) {
 		{"--kill-share", "2"},
 		{"--crash-rate", "1.5"},
 		{"--ttl", "1s", "--heartbeat-interval", "2s"},
+		{"--pause-at", "-1s"},
+		{"--lock.zombie", "-1"},
+		{"--users", "3", "--list.healthy", "4"},
+		{"--stream.poison", "1", "--stream.max-hold", "1s"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(append(args, "--redis.addr", "127.0.0.1:1"), &stdout, &stderr, nil); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+func TestRecipesScenario(t *testing.T) {
+	srv := redistest.Start(t)
+	truthFile := filepath.Join(t.TempDir(), "truth.json")
+	args := []string{
+		"--redis.addr", srv.Addr, "--scenario", "recipes", "--no-slot-streams", "--users", "40", "--seed", "3",
+		"--ratelimit.window", "500ms", "--ratelimit.hit-interval", "25ms",
+		"--lock.ttl", "600ms", "--lock.hold", "200ms", "--lock.max-hold", "1s", "--lock.healthy", "0",
+		"--list.push-interval", "50ms", "--list.max-wait", "500ms",
+		"--stream.add-interval", "50ms", "--stream.min-idle", "150ms", "--stream.restart-delay", "50ms", "--stream.max-hold", "600ms", "--stream.max-deliveries", "3",
+		"--pause-at", "1500ms", "--duration", "1800ms", "--truth-file", truthFile,
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr, nil); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	var tr simulator.Truth
+	if err := json.Unmarshal(stdout.Bytes(), &tr); err != nil {
+		t.Fatalf("stdout %q: %v", stdout.String(), err)
+	}
+	if !tr.Paused || tr.Errors != 0 || tr.Acquired != 0 || tr.RateLimits == nil || tr.Locks == nil || tr.ListQueues == nil || tr.StreamQueues == nil {
+		t.Fatalf("truth %s", stdout.String())
+	}
+	r, l, q, s := tr.RateLimits, tr.Locks, tr.ListQueues, tr.StreamQueues
+	if len(r.Users) != 9 || r.KeysWithoutTTL != 1 || r.KeysTTLBeyondWindow != 1 || r.CallersLockedOut != 3 {
+		t.Errorf("rate limits %+v", r)
+	}
+	// --lock.healthy 0 overrides the preset's 5.
+	if len(l.Users) != 4 || l.WithoutTTL != 1 || l.Zombie != 2 || l.Expired == 0 {
+		t.Errorf("locks %+v", l)
+	}
+	if len(q.Users) != 5 || q.Stalled != 1 || q.ProcessingStalled != 1 || q.Orphaned != 1 {
+		t.Errorf("list queues %+v", q)
+	}
+	if len(s.Users) != 6 || s.ConsumersDead != 1 || s.PendingStuck != 1 || s.Redelivered != 1 || s.Lag < 10 {
+		t.Errorf("stream queues %+v", s)
+	}
+	for _, k := range []string{`"ratelimits":`, `"keys_without_ttl":`, `"locks":`, `"list_queues":`, `"stream_queues":`, `"consumers_dead":`} {
+		if !bytes.Contains(stdout.Bytes(), []byte(k)) {
+			t.Errorf("stdout lacks %s", k)
+		}
+	}
+	b, _ := os.ReadFile(truthFile)
+	var last simulator.Truth
+	if err := json.Unmarshal(b, &last); err != nil || last.StreamQueues == nil || last.StreamQueues.Added != s.Added {
+		t.Fatalf("truth file %s (%v)", b, err)
+	}
+	if !strings.Contains(stderr.String(), "paused") || !strings.Contains(stderr.String(), "stream queues") {
+		t.Errorf("stderr:\n%s", stderr.String())
 	}
 }
