@@ -1,0 +1,209 @@
+package kindtest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redistest"
+	"github.com/slotexporter/slot_exporter/recipe/streamqueue"
+)
+
+const streamFamily = `
+  - name: events
+    kind: stream
+    match: "t:s:*"
+    max_hold: 1s
+    max_deliveries: 2
+`
+
+// TestStreamScenario drives streams with known truth, a sweep every 0.6 s:
+//   - healthy: two entries read and acked, then one added and left unread
+//     (lag 1);
+//   - dead: three entries read by a consumer that dies: stuck once idle for
+//     max_hold, and the consumer dead;
+//   - poison: one entry read, then claimed (XAUTOCLAIM) before every sweep
+//     after the first: delivered 4 times by the end, more than
+//     max_deliveries, never idle;
+//   - lagging: two groups, one reads everything, one nothing (lag 5);
+//   - busy: five entries added and read before every sweep, the previous
+//     five acked: always pending, never stuck;
+//   - flood: 1100 entries read by a consumer that dies: more pending than
+//     the exporter reads per group (1000), so the stuck count stops at
+//     1000;
+//   - nogroups (a stream with no group): bad_value; list (a list):
+//     wrong_type.
+func TestStreamScenario(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	h := exportertest.New(t, rc, config(srv.Addr, "1s", 100, streamFamily))
+	hc := exportertest.New(t, rc, config(srv.Addr, "1s", 3, streamFamily))
+	open := func(user, group string) *streamqueue.Stream {
+		t.Helper()
+		s, err := streamqueue.New(rc, "t:s:"+user, group)
+		must(t, err)
+		must(t, s.CreateGroup(ctx, "$"))
+		return s
+	}
+	add := func(s *streamqueue.Stream, n int) []string {
+		t.Helper()
+		var ids []string
+		for i := range n {
+			id, err := s.Add(ctx, "n", strconv.Itoa(i))
+			must(t, err)
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	read := func(s *streamqueue.Stream, consumer string, n int) []string {
+		t.Helper()
+		es, err := s.Read(ctx, consumer, n, 0)
+		must(t, err)
+		if len(es) != n {
+			t.Fatalf("%s read %d entries, want %d", consumer, len(es), n)
+		}
+		ids := make([]string, n)
+		for i, e := range es {
+			ids[i] = e.ID
+		}
+		return ids
+	}
+	ack := func(s *streamqueue.Stream, ids []string) {
+		t.Helper()
+		n, err := s.Ack(ctx, ids...)
+		must(t, err)
+		if int(n) != len(ids) {
+			t.Fatalf("acked %d, want %d", n, len(ids))
+		}
+	}
+	idMs := func(id string) int64 {
+		ms, _, _ := strings.Cut(id, "-")
+		n, err := strconv.ParseInt(ms, 10, 64)
+		must(t, err)
+		return n
+	}
+	metric := func(name string, labels ...string) string {
+		if len(labels) == 0 {
+			return fmt.Sprintf(`%s{family="events"}`, name)
+		}
+		return fmt.Sprintf(`%s{family="events",%s}`, name, labels[0])
+	}
+	oldest := func(user string) string {
+		return metric("slot_stream_oldest_pending_seconds", fmt.Sprintf("group=\"workers\",user=%q", user))
+	}
+
+	healthy := open("healthy", "workers")
+	ack(healthy, read(healthy, "c1", len(add(healthy, 2))))
+	dead := open("dead", "workers")
+	deadIDs := add(dead, 3)
+	read(dead, "c-dead", 3)
+	poison := open("poison", "workers")
+	poisonIDs := add(poison, 1)
+	read(poison, "c1", 1)
+	fast := open("lagging", "fast")
+	open("lagging", "slow") // reads nothing
+	ack(fast, read(fast, "c1", len(add(fast, 5))))
+	busy := open("busy", "workers")
+	busyIDs := add(busy, 5)
+	prevBusy := read(busy, "c1", 5)
+	flood := open("flood", "workers")
+	pipe := rc.Pipeline()
+	for i := range 1100 {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "t:s:flood", Values: []string{"n", strconv.Itoa(i)}})
+	}
+	_, err := pipe.Exec(ctx)
+	must(t, err)
+	read(flood, "c-flood", 1100)
+	must(t, rc.XAdd(ctx, &redis.XAddArgs{Stream: "t:s:nogroups", Values: []string{"n", "1"}}).Err())
+	must(t, rc.LPush(ctx, "t:s:list", "x").Err())
+
+	s := newSteps(t, rc, h, hc)
+	s.sweep()
+	exportertest.Expect(t, h.Metrics(), map[string]float64{
+		metric("slot_sets"):                                               6,
+		metric("slot_stream_entries"):                                     2 + 3 + 1 + 5 + 5 + 1100,
+		metric("slot_stream_pending"):                                     3 + 1 + 5 + 1100,
+		metric("slot_stream_lag"):                                         5,
+		metric("slot_stream_pending_stuck"):                               0,
+		metric("slot_stream_consumers_dead"):                              0,
+		metric("slot_stream_redelivered"):                                 0,
+		metric("slot_users_active"):                                       4,
+		metric("slot_exporter_keys_skipped_total", `reason="bad_value"`):  1,
+		metric("slot_exporter_keys_skipped_total", `reason="wrong_type"`): 1,
+	})
+
+	consumers := []string{"c2", "c3", "c2"}
+	for i := 1; i <= 3; i++ {
+		s.at(time.Duration(i) * 600 * time.Millisecond)
+		if i == 1 {
+			add(healthy, 1)
+		}
+		if _, err := poison.Claim(ctx, consumers[i-1], 0, 10); err != nil {
+			t.Fatal(err)
+		}
+		busyIDs = add(busy, 5)
+		next := read(busy, "c1", 5)
+		ack(busy, prevBusy)
+		prevBusy = next
+		k := s.sweep()
+		m := h.Metrics()
+		switch k {
+		case 1:
+			// Idle 0.6 s < max_hold; delivered twice, not more than 2.
+			exportertest.Expect(t, m, map[string]float64{
+				metric("slot_stream_pending_stuck"):  0,
+				metric("slot_stream_consumers_dead"): 0,
+				metric("slot_stream_redelivered"):    0,
+				metric("slot_stream_lag"):            6,
+			})
+		case 2:
+			exportertest.Expect(t, m, map[string]float64{
+				metric("slot_stream_pending_stuck"):  3 + 1000,
+				metric("slot_stream_consumers_dead"): 2,
+				metric("slot_stream_redelivered"):    1,
+			})
+		}
+	}
+
+	m := h.Metrics()
+	exportertest.Expect(t, m, map[string]float64{
+		metric("slot_sets"):                                               6,
+		metric("slot_stream_entries"):                                     3 + 3 + 1 + 5 + 20 + 1100,
+		metric("slot_stream_pending"):                                     3 + 1 + 5 + 1100,
+		metric("slot_stream_lag"):                                         1 + 5,
+		metric("slot_stream_pending_stuck"):                               3 + 1000, // flood: at most 1000 counted
+		metric("slot_stream_consumers_dead"):                              2,        // c-dead, c-flood
+		metric("slot_stream_redelivered"):                                 1,        // poison, delivered 4 times
+		metric("slot_users_active"):                                       4,
+		metric("slot_users_floor_nonzero"):                                4,
+		metric("slot_user_used_max", `user="dead"`):                       3,
+		metric("slot_user_used_max", `user="poison"`):                     1,
+		metric("slot_user_used_max", `user="busy"`):                       5,
+		metric("slot_exporter_keys_skipped_total", `reason="bad_value"`):  4,
+		metric("slot_exporter_keys_skipped_total", `reason="wrong_type"`): 4,
+	})
+	s.since(m, oldest("dead"), idMs(deadIDs[0]), 3)
+	s.since(m, oldest("poison"), idMs(poisonIDs[0]), 3)
+	s.since(m, oldest("busy"), idMs(busyIDs[0]), 3)
+	for _, u := range []string{"dead", "poison", "busy", "flood"} {
+		s.age(m, metric("slot_user_floor_seconds", fmt.Sprintf("user=%q", u)), 0, 3)
+	}
+	// Nothing pending, nothing to report.
+	absent(t, m, metric("slot_user_used_max", `user="healthy"`), metric("slot_user_used_max", `user="lagging"`))
+
+	// Capped at 3: dead, poison and flood (stuck, dead consumers, poison)
+	// over busy, as old a floor and more pending than dead or poison.
+	mc := hc.Metrics()
+	sameSet(t, "capped users", users(mc, "slot_user_used_max", "events"), "dead", "poison", "flood")
+	exportertest.Expect(t, mc, map[string]float64{metric("slot_exporter_user_series_dropped"): 1})
+	absent(t, mc, oldest("busy"))
+	t.Logf("/metrics excerpt:\n%s", excerpt(t, h, "events"))
+}
