@@ -368,9 +368,6 @@ func TestExporterConfig(t *testing.T) {
 	if cfg.Redis.Addr != "redis:6379" {
 		t.Errorf("redis.addr %q, want the compose service redis:6379", cfg.Redis.Addr)
 	}
-	if cfg.Leaks.FloorWindow.Seconds() != 1800 {
-		t.Errorf("leaks.floor_window %v must match SlotUserFloorNeverZero's threshold (1800s)", cfg.Leaks.FloorWindow)
-	}
 	if len(cfg.Families) == 0 {
 		t.Fatal("no families")
 	}
