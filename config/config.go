@@ -159,7 +159,6 @@ type Family struct {
 // It wins over redis.password_file.
 const PasswordEnv = "REDIS_PASSWORD"
 
-
 // Load reads, decodes, defaults and validates the file at path.
 //
 // Relative file names in it (redis.password_file, redis.tls.*_file) are
