@@ -23,7 +23,7 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
-	"github.com/prometheus/exporter-toolkit/web"
+	toolkit "github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 	"github.com/redis/go-redis/v9"
 	sloggokit "github.com/tjhop/slog-gokit"
@@ -31,6 +31,8 @@ import (
 	"github.com/slotexporter/slot_exporter/collector"
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/demo"
+	"github.com/slotexporter/slot_exporter/internal/release"
+	"github.com/slotexporter/slot_exporter/internal/web"
 	"github.com/slotexporter/slot_exporter/redisconn"
 )
 
@@ -57,11 +59,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		logLevel    = app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").Enum("debug", "info", "warn", "error")
 		logFormat   = app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").Enum("logfmt", "json")
 		demoMode    = app.Flag("demo", "Run against an embedded Redis with simulated traffic (healthy streams, crashes, zombies, leaks). Ignores --config.file unless it is given explicitly.").Bool()
+		enablePprof = app.Flag("web.enable-pprof", "Serve Go runtime profiles at /debug/pprof/ (and link them from the landing page).").Bool()
+		enableRel   = app.Flag("web.enable-release", "Serve the release button on the on-call pages. Needs basic-auth users in --web.config.file, --release.audit-file, and a release block in the config file.").Bool()
+		auditFile   = app.Flag("release.audit-file", "File that every release preview and release is appended to, one JSON line each (the web button and the release command).").String()
 		webFlags    = kingpinflag.AddFlags(app, ":10121")
+
+		// The exporter is the default command: no command runs it as before.
+		_          = app.Command("serve", "Run the exporter (the default).").Default()
+		releaseCmd = app.Command("release", "Release one user's dead slots (or reset a counter, or delete a stale lock) from the command line, with the same checks and audit file as the web button.")
+		relFamily  = releaseCmd.Flag("family", "Family name.").Required().String()
+		relUser    = releaseCmd.Flag("user", "User id, as the family's user regexp extracts it from a key.").Required().String()
+		relReason  = releaseCmd.Flag("reason", "Why (written to the audit file); required unless --dry-run.").String()
+		relDryRun  = releaseCmd.Flag("dry-run", "Preview only: say what would be removed, write nothing to Redis.").Bool()
+		relLive    = releaseCmd.Flag("include-live", "Also remove members that look alive (a holder known to be gone that the state rules cannot prove dead).").Bool()
+		relValue   = releaseCmd.Flag("value", "Counters and rate counters: the value to set (compare-and-set against the previewed value).").Default("0").Int64()
+		relOp      = releaseCmd.Flag("operator", "Who releases, for the audit file (default: $USER).").String()
 	)
 	app.Version(version.Print(name))
 	app.HelpFlag.Short('h')
-	if _, err := app.Parse(args); err != nil {
+	cmd, err := app.Parse(args)
+	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
@@ -70,6 +87,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// go-redis logs dial failures on its own; the sweeper already reports
 	// them once per sweep, so keep these at debug.
 	redis.SetLogger(redisLog{logger})
+
+	if cmd == releaseCmd.FullCommand() {
+		return runRelease(ctx, releaseArgs{
+			configFile: *configFile, auditFile: *auditFile, family: *relFamily, user: *relUser,
+			reason: *relReason, dryRun: *relDryRun, includeLive: *relLive, value: *relValue, operator: *relOp,
+		}, stdout, stderr, logger)
+	}
 
 	if *configCheck {
 		cfg, err := config.Load(*configFile)
@@ -86,6 +110,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	e := &exporter{logger: logger, configFile: *configFile}
+	if *enableRel {
+		// Every release is made by a named operator and audited: without
+		// both there is no release button.
+		if err := web.CheckRelease(*webFlags.WebConfigFile, *auditFile); err != nil {
+			logger.Error("refusing to start", "err", err)
+			return 1
+		}
+		rel, err := release.New(*auditFile, logger)
+		if err != nil {
+			logger.Error("refusing to start", "err", err)
+			return 1
+		}
+		defer rel.Close()
+		e.release = rel
+	}
 	if *demoMode {
 		d, err := demo.Start(ctx, logger)
 		if err != nil {
@@ -112,32 +151,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	reg.MustRegister(collector.New(e.snapshot, collector.Options{ReloadOK: e.reloadOK.Load}))
+	opts := collector.Options{ReloadOK: e.reloadOK.Load}
+	if e.release != nil {
+		opts.Releases = e.release.Counts
+	}
+	reg.MustRegister(collector.New(e.Snapshot, opts))
 
-	mux := http.NewServeMux()
-	mux.Handle(*metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
-		ErrorHandling:       promhttp.ContinueOnError,
-		MaxRequestsInFlight: 10,
-		Timeout:             10 * time.Second,
-	}))
-	e.routes(mux)
-	if *metricsPath != "/" {
-		landing, err := web.NewLandingPage(web.LandingConfig{
-			Name:        name,
-			Description: "Prometheus exporter and leak detector for crash-safe limits kept in Redis. Sweeps run in the background; a scrape reads the latest snapshot and never touches Redis.",
-			Version:     version.Info(),
-			Links: []web.LandingLinks{
-				{Address: *metricsPath, Text: "Metrics"},
-				{Address: "/-/healthy", Text: "Health"},
-				{Address: "/-/ready", Text: "Readiness", Description: "ready once every family has been swept successfully"},
-			},
-		})
-		if err != nil {
-			logger.Error("landing page", "err", err)
-			return 1
-		}
-		mux.Handle("/", landing)
+	handler, err := web.New(web.Options{
+		Name:        name,
+		Description: "Prometheus exporter and leak detector for crash-safe limits kept in Redis. Sweeps run in the background; a scrape reads the latest snapshot and never touches Redis.",
+		Version:     version.Info(),
+		Logger:      logger,
+		MetricsPath: *metricsPath,
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+			ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
+			ErrorHandling:       promhttp.ContinueOnError,
+			MaxRequestsInFlight: 10,
+			Timeout:             10 * time.Second,
+		}),
+		Source:        e,
+		Ready:         e.ready,
+		Reload:        e.reload,
+		EnablePprof:   *enablePprof,
+		Releaser:      e.release,
+		WebConfigFile: *webFlags.WebConfigFile,
+	})
+	if err != nil {
+		logger.Error("web pages", "err", err)
+		return 1
 	}
 
 	hup := make(chan os.Signal, 1)
@@ -156,10 +197,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	// ErrorLog: failed TLS handshakes and the like go through the
 	// exporter's logger and its format, not straight to stderr.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}
 	errc := make(chan error, 1)
-	go func() { errc <- web.ListenAndServe(srv, webFlags, logger) }()
+	go func() { errc <- toolkit.ListenAndServe(srv, webFlags, logger) }()
 	select {
 	case err := <-errc:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {

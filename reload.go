@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -13,22 +12,28 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/release"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
 	"github.com/slotexporter/slot_exporter/internal/sweep"
 	"github.com/slotexporter/slot_exporter/redisconn"
 )
 
 // exporter holds what a reload swaps: the config, the Redis client and the
-// sweeper.
+// sweeper. It is the web pages' Source.
 type exporter struct {
 	logger     *slog.Logger
 	configFile string
 	inline     []byte // demo config, used when configFile is ""
+	// release is nil unless --web.enable-release: then a config without a
+	// release block is refused, at start and on reload.
+	release *release.Releaser
 
 	mu       sync.Mutex
 	cfg      *config.Config
 	client   redis.UniversalClient
 	sweeper  atomic.Pointer[sweep.Sweeper]
+	current  atomic.Pointer[config.Config]
 	reloadOK atomic.Bool
 }
 
@@ -51,6 +56,9 @@ func (e *exporter) reload() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	cfg, err := e.load()
+	if err == nil && e.release != nil {
+		_, err = release.WriteConfig(cfg)
+	}
 	var client redis.UniversalClient
 	if err == nil {
 		client = e.client
@@ -83,6 +91,13 @@ func (e *exporter) reload() error {
 		_ = e.client.Close()
 	}
 	e.client, e.cfg = client, cfg
+	e.current.Store(cfg)
+	if e.release != nil {
+		if err := e.release.Configure(cfg); err != nil {
+			// WriteConfig passed above; only the client could fail here.
+			e.logger.Error("release client", "err", err)
+		}
+	}
 	e.reloadOK.Store(true)
 	e.logger.Info("config loaded", "file", e.configFile, "families", len(cfg.Families))
 	return nil
@@ -99,46 +114,27 @@ func (e *exporter) shutdown() {
 	}
 }
 
-func (e *exporter) snapshot() *snapshot.Snapshot {
+// Snapshot is the latest sweep's state.
+func (e *exporter) Snapshot() *snapshot.Snapshot {
 	if s := e.sweeper.Load(); s != nil {
 		return s.Snapshot()
 	}
 	return nil
 }
 
-func (e *exporter) routes(mux *http.ServeMux) {
-	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		fmt.Fprintln(w, "Healthy")
-	})
-	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		if s := e.sweeper.Load(); s == nil || !s.Ready() {
-			http.Error(w, "not ready: the first sweep has not finished", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "Ready")
-	})
-	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost && r.Method != http.MethodPut {
-			w.Header().Set("Allow", "POST, PUT")
-			http.Error(w, "method not allowed: use POST", http.StatusMethodNotAllowed)
-			return
-		}
-		if err := e.reload(); err != nil {
-			// The request was fine; the file is not. 4xx, not 5xx: the
-			// exporter itself is healthy and still serving the old config.
-			http.Error(w, "config reload refused: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		fmt.Fprintln(w, "Reloaded")
-	})
+// Config is the running config.
+func (e *exporter) Config() *config.Config { return e.current.Load() }
+
+// Topology reaches Redis through the sampling client, for the on-call
+// page's live reads.
+func (e *exporter) Topology() *redisread.Topology {
+	if s := e.sweeper.Load(); s != nil {
+		return s.Topology()
+	}
+	return nil
+}
+
+func (e *exporter) ready() bool {
+	s := e.sweeper.Load()
+	return s != nil && s.Ready()
 }

@@ -1,0 +1,394 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/kind"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/track"
+)
+
+// Bounds of a live read: a page is for a person, not a dump.
+const (
+	// DefaultMaxMembers is how many members of one set are read, lowest
+	// scores (the dead ones) first.
+	DefaultMaxMembers = 1000
+	// MaxHeadBytes is how much of a queue's next element is shown.
+	MaxHeadBytes = 200
+	// maxGroups and maxConsumers bound what is shown of a stream.
+	maxGroups    = 20
+	maxConsumers = 20
+)
+
+// FirstSeenFunc returns when the exporter first saw a member of a key
+// (Redis time, ms), if its tracker knows it.
+type FirstSeenFunc func(family, key, member string) (int64, bool)
+
+// Holdings is what one user's keys of a family hold, read live.
+type Holdings struct {
+	Family *config.Family
+	User   string
+	// Now is Redis TIME at the read, in ms.
+	Now    int64
+	Search Search
+	Keys   []KeyHolding
+}
+
+// KeyHolding is one key as read. Which fields are filled depends on the
+// family's kind.
+type KeyHolding struct {
+	Key string
+	// PTTL in ms: -1 no expiry (-2 never: missing keys are not listed).
+	PTTL int64
+	// Problem says why the key could not be read as its kind (it holds
+	// another type, the ACL refuses it); nothing else is filled then.
+	Problem string
+
+	// Slot sets: members by score, lowest first. A lock is one member:
+	// its token, scored by its lease's expiry.
+	Members []Member
+	// Truncated: the set has more members than were read.
+	Truncated bool
+
+	// Counters, rate counters and locks: the value as stored; Int is it
+	// as an integer when IsInt.
+	Value string
+	IsInt bool
+	Int   int64
+
+	// Lists: the length and the next element to be popped.
+	Length  int64
+	Head    string
+	HeadCut bool // Head is the first MaxHeadBytes bytes
+
+	// Streams.
+	Groups    []StreamGroup
+	GroupsCut bool
+}
+
+// Member is one slot-set member (or a lock's token) with its state.
+type Member struct {
+	Member string
+	Score  float64
+	State  track.MemberState
+	// Expiry and LastHeartbeat are Redis times in ms; Expiry is +Inf for
+	// a lock without a lease, LastHeartbeat NaN where there is none.
+	Expiry        float64
+	LastHeartbeat float64
+	// FirstSeen is when the exporter first saw the member, when Tracked.
+	// An untracked member is classified as first seen now: it cannot be
+	// told to be a zombie.
+	FirstSeen int64
+	Tracked   bool
+}
+
+// StreamGroup is one consumer group of a stream.
+type StreamGroup struct {
+	Name          string
+	Pending       int64
+	Lag           int64 // -1: Redis cannot tell
+	LastDelivered string
+	Consumers     []StreamConsumer
+	ConsumersCut  bool
+}
+
+// StreamConsumer is one consumer of a group.
+type StreamConsumer struct {
+	Name     string
+	Pending  int64
+	Idle     time.Duration
+	Inactive time.Duration // -1: never active (or Redis before 7.2)
+}
+
+// ReadOptions bound and inform a live read.
+type ReadOptions struct {
+	// MaxMembers is how many members of a set are read (0: the default).
+	MaxMembers int
+	// FirstSeen, if not nil, supplies first-seen times from the tracker.
+	FirstSeen FirstSeenFunc
+}
+
+// Readable reports whether a family's kind can be read live.
+func Readable(k config.Kind) bool {
+	switch k {
+	case config.KindSlotSet, config.KindCounter, config.KindRateLimit, config.KindLock, config.KindList, config.KindStream:
+		return true
+	}
+	return false
+}
+
+// Read finds a user's keys in a family and reads what they hold, with
+// read-only commands. It tries the likely key names first and falls back
+// to a bounded SCAN; h.Search says which it took.
+func Read(ctx context.Context, topo *redisread.Topology, f *config.Family, user string, o ReadOptions) (*Holdings, error) {
+	if !Readable(f.Kind) {
+		return nil, fmt.Errorf("family %s: kind %q cannot be read", f.Name, f.Kind)
+	}
+	if o.MaxMembers <= 0 {
+		o.MaxMembers = DefaultMaxMembers
+	}
+	c := topo.Router()
+	t, err := c.Time(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("TIME: %w", err)
+	}
+	h := &Holdings{Family: f, User: user, Now: t.UnixMilli()}
+	for _, cand := range candidates(f, user) {
+		h.Search.Tried = append(h.Search.Tried, cand.key)
+		k, ok, err := readKey(ctx, c, f, cand.key, h.Now, o)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			h.Keys = append(h.Keys, k)
+			if h.Search.How == "" {
+				h.Search.How = cand.how
+			}
+		}
+	}
+	if len(h.Keys) > 0 {
+		return h, nil
+	}
+	keys, err := scanForUser(ctx, topo, f, user, 1000, &h.Search)
+	if err != nil {
+		return nil, err
+	}
+	for _, key := range keys {
+		k, ok, err := readKey(ctx, c, f, key, h.Now, o)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			h.Keys = append(h.Keys, k)
+			h.Search.How = FoundByScan
+		}
+	}
+	return h, nil
+}
+
+// readKey reads one key; false when it does not exist.
+func readKey(ctx context.Context, c redis.Cmdable, f *config.Family, key string, now int64, o ReadOptions) (KeyHolding, bool, error) {
+	k := KeyHolding{Key: key}
+	var err error
+	var ok bool
+	switch f.Kind {
+	case config.KindSlotSet:
+		ok, err = readSlotSet(ctx, c, f, &k, now, o)
+	case config.KindLock:
+		ok, err = readLock(ctx, c, f, &k, now, o)
+	case config.KindCounter, config.KindRateLimit:
+		ok, err = readValue(ctx, c, &k, f.Kind == config.KindRateLimit)
+	case config.KindList:
+		ok, err = readList(ctx, c, f, &k)
+	case config.KindStream:
+		ok, err = readStream(ctx, c, &k)
+	}
+	if err != nil {
+		if p := keyProblem(err); p != "" {
+			k.Problem = p
+			return k, true, nil
+		}
+		return k, false, fmt.Errorf("reading %q: %w", key, err)
+	}
+	return k, ok, nil
+}
+
+// keyProblem turns an error about one key into what the page says about
+// it; "" for errors that fail the whole read.
+func keyProblem(err error) string {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return ""
+	}
+	msg := strings.TrimPrefix(re.Error(), "ERR ")
+	switch {
+	case strings.HasPrefix(msg, "WRONGTYPE"):
+		return "holds a value of another type than the family's kind"
+	case strings.HasPrefix(msg, "NOPERM"):
+		return "the ACL refuses this read: " + msg
+	}
+	return ""
+}
+
+func readSlotSet(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyHolding, now int64, o ReadOptions) (bool, error) {
+	pipe := c.Pipeline()
+	zr := pipe.ZRangeWithScores(ctx, k.Key, 0, int64(o.MaxMembers))
+	pt := pipe.PTTL(ctx, k.Key)
+	_, _ = pipe.Exec(ctx)
+	zs, err := zr.Result()
+	if err != nil {
+		return false, err
+	}
+	d, err := pt.Result()
+	if err != nil {
+		return false, err
+	}
+	k.PTTL = redisread.PTTLMillis(d)
+	if k.PTTL == -2 && len(zs) == 0 {
+		return false, nil
+	}
+	if len(zs) > o.MaxMembers {
+		zs, k.Truncated = zs[:o.MaxMembers], true
+	}
+	rules := kind.Rules(f)
+	b := rules.Bounds(now)
+	for _, z := range zs {
+		name, _ := z.Member.(string)
+		m := Member{Member: name, Score: z.Score, Expiry: rules.Expiry(z.Score)}
+		if rules.HeartbeatScore {
+			m.LastHeartbeat = z.Score * rules.Unit
+		} else {
+			m.LastHeartbeat = m.Expiry - rules.TTL
+		}
+		m.FirstSeen, m.Tracked = firstSeen(o, f, k.Key, name, now)
+		m.State = rules.Classify(&b, z.Score, now, m.FirstSeen)
+		k.Members = append(k.Members, m)
+	}
+	return true, nil
+}
+
+func firstSeen(o ReadOptions, f *config.Family, key, member string, now int64) (int64, bool) {
+	if o.FirstSeen != nil {
+		if t, ok := o.FirstSeen(f.Name, key, member); ok {
+			return t, true
+		}
+	}
+	return now, false
+}
+
+func readLock(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyHolding, now int64, o ReadOptions) (bool, error) {
+	pipe := c.Pipeline()
+	get := pipe.Get(ctx, k.Key)
+	pt := pipe.PTTL(ctx, k.Key)
+	_, _ = pipe.Exec(ctx)
+	v, err := get.Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	d, err := pt.Result()
+	if err != nil {
+		return false, err
+	}
+	k.PTTL = redisread.PTTLMillis(d)
+	k.Value = v
+	rules := kind.Rules(f)
+	expiry, b := kind.LockBounds(&rules, now, k.PTTL)
+	m := Member{Member: v, Score: expiry, Expiry: expiry, LastHeartbeat: math.NaN()}
+	m.FirstSeen, m.Tracked = firstSeen(o, f, k.Key, v, now)
+	m.State = rules.Classify(&b, expiry, now, m.FirstSeen)
+	k.Members = []Member{m}
+	return true, nil
+}
+
+func readValue(ctx context.Context, c redis.Cmdable, k *KeyHolding, withTTL bool) (bool, error) {
+	pipe := c.Pipeline()
+	get := pipe.Get(ctx, k.Key)
+	var pt *redis.DurationCmd
+	if withTTL {
+		pt = pipe.PTTL(ctx, k.Key)
+	}
+	_, _ = pipe.Exec(ctx)
+	v, err := get.Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	k.Value = v
+	k.Int, err = strconv.ParseInt(v, 10, 64)
+	k.IsInt = err == nil
+	k.PTTL = -1
+	if pt != nil {
+		d, err := pt.Result()
+		if err != nil {
+			return false, err
+		}
+		k.PTTL = redisread.PTTLMillis(d)
+	}
+	return true, nil
+}
+
+func readList(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyHolding) (bool, error) {
+	idx := int64(-1)
+	if f.PopSide == config.PopLeft {
+		idx = 0
+	}
+	pipe := c.Pipeline()
+	n := pipe.LLen(ctx, k.Key)
+	head := pipe.LIndex(ctx, k.Key, idx)
+	_, _ = pipe.Exec(ctx)
+	l, err := n.Result()
+	if err != nil {
+		return false, err
+	}
+	if l == 0 {
+		return false, nil
+	}
+	k.Length, k.PTTL = l, -1
+	v, err := head.Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, err
+	}
+	if len(v) > MaxHeadBytes {
+		v, k.HeadCut = v[:MaxHeadBytes], true
+	}
+	k.Head = v
+	return true, nil
+}
+
+func readStream(ctx context.Context, c redis.Cmdable, k *KeyHolding) (bool, error) {
+	pipe := c.Pipeline()
+	n := pipe.XLen(ctx, k.Key)
+	groups := pipe.XInfoGroups(ctx, k.Key)
+	_, _ = pipe.Exec(ctx)
+	l, err := n.Result()
+	if err != nil {
+		return false, err
+	}
+	gs, err := groups.Result()
+	if err != nil {
+		// XINFO GROUPS on a missing key is an error; XLEN said 0.
+		if l == 0 && strings.Contains(err.Error(), "no such key") {
+			return false, nil
+		}
+		return false, err
+	}
+	k.Length, k.PTTL = l, -1
+	if len(gs) > maxGroups {
+		gs, k.GroupsCut = gs[:maxGroups], true
+	}
+	pipe = c.Pipeline()
+	cons := make([]*redis.XInfoConsumersCmd, len(gs))
+	for i, g := range gs {
+		cons[i] = pipe.XInfoConsumers(ctx, k.Key, g.Name)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, g := range gs {
+		sg := StreamGroup{Name: g.Name, Pending: g.Pending, Lag: g.Lag, LastDelivered: g.LastDeliveredID}
+		cs, err := cons[i].Result()
+		if err != nil {
+			return false, err
+		}
+		if len(cs) > maxConsumers {
+			cs, sg.ConsumersCut = cs[:maxConsumers], true
+		}
+		for _, c := range cs {
+			sg.Consumers = append(sg.Consumers, StreamConsumer{Name: c.Name, Pending: c.Pending, Idle: c.Idle, Inactive: c.Inactive})
+		}
+		k.Groups = append(k.Groups, sg)
+	}
+	return true, nil
+}
