@@ -179,6 +179,15 @@ func (s *Sim) QueueKey(user string) string {
 	return s.o.ListQueues.Prefix + "{" + user + "}"
 }
 
+// ProcessingKey returns the processing list of user's queue ("" when the
+// workload is off).
+func (s *Sim) ProcessingKey(user string) string {
+	if s.o.ListQueues.Prefix == "" {
+		return ""
+	}
+	return s.QueueKey(user) + listqueue.ProcessingSuffix
+}
+
 func (w *listWorkload) fill(t *Truth, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -198,6 +198,10 @@ func (s *Sim) halt() {
 // leases and TTLs run out, entries and heads age, and Truth accounts for
 // it. Timers keep running while paused, so work that fell due during the
 // pause happens right after Resume.
+//
+// The slot-set workload's truth does not model a pause: its holders miss
+// their heartbeats while paused, and a pause longer than the slot ttl lets
+// their slots expire while Truth still counts them in flight.
 func (s *Sim) Pause() { s.gate.pause() }
 
 // Resume ends a pause.

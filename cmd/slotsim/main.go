@@ -61,7 +61,7 @@ type config struct {
 }
 
 func parse(args []string, stdout, stderr io.Writer) (*config, error) {
-	app := kingpin.New("slotsim", "Workload and fault simulator for slot_exporter: streams holding crash-safe slots in Redis, SIGKILLed holders, zombie heartbeats, leaking legacy counters, unit-bug scores. Prints its ground truth as JSON.")
+	app := kingpin.New("slotsim", "Workload and fault simulator for slot_exporter: streams holding crash-safe slots in Redis, SIGKILLed holders, zombie heartbeats, leaking legacy counters, unit-bug scores; and rate limits, owner locks, list queues and streams, healthy and broken. Prints its ground truth as JSON.")
 	app.UsageWriter(stdout).ErrorWriter(stderr)
 	app.HelpFlag.Short('h')
 	var c config
