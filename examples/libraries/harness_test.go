@@ -1,0 +1,626 @@
+package libraries_test
+
+// The harness: the exporter binary run as a black box on an example config,
+// the library drivers as child processes that print their ground truth, and
+// /metrics parsed with expfmt.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/slotexporter/slot_exporter/internal/redistest"
+)
+
+// sweepInterval is the exporter's sampling interval in these tests: short,
+// so that a few seconds of library time give several sweeps.
+const sweepInterval = 500 * time.Millisecond
+
+var built struct {
+	once               sync.Once
+	dir                string
+	exporter, riaDrive string
+	err                error
+}
+
+var nodeSetup struct {
+	once sync.Once
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root %s: %v", root, err)
+	}
+	return root
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// binaries builds slot_exporter (from the module root, as a user would)
+// and ria-drive once per test run. SLOT_EXPORTER_BIN points at an already
+// built exporter instead.
+func binaries(t *testing.T) (exporter, riaDrive string) {
+	t.Helper()
+	root := repoRoot(t)
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "slot-exporter-libraries-")
+		if built.err != nil {
+			return
+		}
+		pkgs := []string{"./examples/libraries/ria-drive"}
+		built.exporter = os.Getenv("SLOT_EXPORTER_BIN")
+		if built.exporter == "" {
+			pkgs = append(pkgs, ".")
+			built.exporter = filepath.Join(built.dir, "slot_exporter")
+		}
+		built.riaDrive = filepath.Join(built.dir, "ria-drive")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, goTool(), append([]string{"build", "-o", built.dir + string(filepath.Separator)}, pkgs...)...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.exporter, built.riaDrive
+}
+
+// nodeDriver returns the command line that runs node/drive.js, after
+// installing its locked dependencies. Missing node or npm is a failure,
+// never a skip: CI installs them.
+func nodeDriver(t *testing.T) []string {
+	t.Helper()
+	root := repoRoot(t)
+	nodeSetup.once.Do(func() {
+		for _, tool := range []string{"node", "npm"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				nodeSetup.err = fmt.Errorf("%s not found on PATH: the library tests drive the real npm libraries and need Node.js 18+ with npm (Debian: apt-get install -y nodejs npm); scripts/install-node-deps.sh installs the packages", tool)
+				return
+			}
+		}
+		cmd := exec.Command("bash", filepath.Join(root, "scripts", "install-node-deps.sh"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			nodeSetup.err = fmt.Errorf("scripts/install-node-deps.sh: %v\n%s", err, out)
+		}
+	})
+	if nodeSetup.err != nil {
+		t.Fatal(nodeSetup.err)
+	}
+	return []string{"node", filepath.Join(root, "examples", "libraries", "node", "drive.js")}
+}
+
+// syncBuffer collects a child's output for failure messages.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf.String()
+	if len(s) > 6000 {
+		s = "...\n" + s[len(s)-6000:]
+	}
+	return s
+}
+
+// ---- the exporter -------------------------------------------------------
+
+type exporter struct {
+	t       *testing.T
+	example string
+	url     string
+	cmd     *exec.Cmd
+	log     *syncBuffer
+	done    chan struct{}
+
+	mu         sync.Mutex
+	invariants []invariant
+}
+
+type invariant struct {
+	what  string
+	check func(metrics) error
+	seen  bool // reported once
+}
+
+// overrides replaces fields of named families of the example; each field
+// must already be set in the example, so the test runs the example's own
+// shape (match, user, kind, score mode, unit) with shorter durations.
+type overrides map[string]map[string]any
+
+// startExporter runs slot_exporter on the example config with redis.addr
+// pointed at the test's server, sampling every sweepInterval.
+func startExporter(t *testing.T, example, redisAddr string, ov overrides) *exporter {
+	t.Helper()
+	bin, _ := binaries(t)
+	raw, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("%s: %v", example, err)
+	}
+	cfg["redis"] = map[string]any{"addr": redisAddr}
+	sampling, _ := cfg["sampling"].(map[string]any)
+	if sampling == nil {
+		sampling = map[string]any{}
+	}
+	sampling["interval"] = sweepInterval.String()
+	sampling["window"] = "2s"
+	sampling["timeout"] = "5s"
+	cfg["sampling"] = sampling
+	fams, _ := cfg["families"].([]any)
+	done := map[string]bool{}
+	for _, f := range fams {
+		fam := f.(map[string]any)
+		name, _ := fam["name"].(string)
+		for k, v := range ov[name] {
+			if _, ok := fam[k]; !ok {
+				t.Fatalf("%s: family %s sets no %s; the test overrides only what the example sets", example, name, k)
+			}
+			fam[k] = v
+		}
+		done[name] = true
+	}
+	for name := range ov {
+		if !done[name] {
+			t.Fatalf("%s has no family %q", example, name)
+		}
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, filepath.Base(example))
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	e := &exporter{t: t, example: filepath.Base(example), url: "http://" + addr, log: &syncBuffer{}, done: make(chan struct{})}
+	e.cmd = exec.Command(bin, "--config.file="+path, "--web.listen-address="+addr, "--log.level=debug")
+	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
+	if err := e.cmd.Start(); err != nil {
+		t.Fatalf("start slot_exporter: %v", err)
+	}
+	go func() { _ = e.cmd.Wait(); close(e.done) }()
+	t.Cleanup(func() {
+		_ = e.cmd.Process.Kill()
+		<-e.done
+		if t.Failed() {
+			t.Logf("slot_exporter (%s) log:\n%s", e.example, e.log.String())
+		}
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		select {
+		case <-e.done:
+			t.Fatalf("slot_exporter exited on %s (config as run:\n%s)\n%s", e.example, out, e.log.String())
+		default:
+		}
+		if resp, err := http.Get(e.url + "/-/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot_exporter on %s not ready in 15s:\n%s", e.example, e.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// always registers a check that every later scrape must pass.
+func (e *exporter) always(what string, check func(metrics) error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.invariants = append(e.invariants, invariant{what: what, check: check})
+}
+
+func (e *exporter) scrape() (metrics, error) {
+	select {
+	case <-e.done:
+		return nil, errors.New("slot_exporter has exited")
+	default:
+	}
+	resp, err := http.Get(e.url + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parse /metrics: %w", err)
+	}
+	m := metrics(fams)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range e.invariants {
+		inv := &e.invariants[i]
+		if err := inv.check(m); err != nil && !inv.seen {
+			inv.seen = true
+			e.t.Errorf("%s: broken at %s: %v", inv.what, time.Now().Format("15:04:05.000"), err)
+		}
+	}
+	return m, nil
+}
+
+// current is one scrape, which must succeed.
+func (e *exporter) current() metrics {
+	e.t.Helper()
+	m, err := e.scrape()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+// waitFor scrapes until cond holds, and fails the test with the last
+// reason otherwise. It returns the scrape that satisfied cond. Each scrape
+// also goes to observe, if given, so a caller can collect what it saw on
+// the way (a state that shows for only a few sweeps).
+func (e *exporter) waitFor(timeout time.Duration, what string, cond func(metrics) error, observe ...func(metrics)) metrics {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		m, err := e.scrape()
+		if err == nil {
+			for _, o := range observe {
+				o(m)
+			}
+			if err = cond(m); err == nil {
+				return m
+			}
+		}
+		last = err
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: not within %v: %v", what, timeout, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// holdsFor checks cond on every scrape for d: a steady state, not a
+// passing one.
+func (e *exporter) holdsFor(d time.Duration, what string, cond func(metrics) error) {
+	e.t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		m, err := e.scrape()
+		if err == nil {
+			err = cond(m)
+		}
+		if err != nil {
+			e.t.Fatalf("%s: broken after %v of %v: %v", what, d-time.Until(end), d, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// sweptAfter waits until the family's last sweep ended after two full
+// sweep intervals from now, so the next scrape reflects what is in Redis now.
+func (e *exporter) sweptAfter(family string) metrics {
+	e.t.Helper()
+	since := float64(time.Now().Add(2*sweepInterval).UnixNano()) / 1e9
+	return e.waitFor(10*time.Second, "a fresh sweep of "+family, func(m metrics) error {
+		v, ok := m.get("slot_exporter_last_sweep_timestamp_seconds", "family", family)
+		if !ok || v < since {
+			return fmt.Errorf("last sweep at %.3f, want after %.3f", v, since)
+		}
+		return nil
+	})
+}
+
+// ---- /metrics ----------------------------------------------------------
+
+type metrics map[string]*dto.MetricFamily
+
+func value(mf *dto.MetricFamily, m *dto.Metric) float64 {
+	switch mf.GetType() {
+	case dto.MetricType_COUNTER:
+		return m.GetCounter().GetValue()
+	case dto.MetricType_GAUGE:
+		return m.GetGauge().GetValue()
+	case dto.MetricType_UNTYPED:
+		return m.GetUntyped().GetValue()
+	case dto.MetricType_HISTOGRAM:
+		return float64(m.GetHistogram().GetSampleCount())
+	}
+	return 0
+}
+
+// get sums the samples of name whose labels include all the given pairs;
+// ok is false when none has them. A histogram gives its sample count.
+func (ms metrics) get(name string, labels ...string) (float64, bool) {
+	mf := ms[name]
+	if mf == nil {
+		return 0, false
+	}
+	var sum float64
+	found := false
+outer:
+	for _, m := range mf.GetMetric() {
+		for i := 0; i+1 < len(labels); i += 2 {
+			match := false
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+					match = true
+					break
+				}
+			}
+			if !match {
+				continue outer
+			}
+		}
+		sum += value(mf, m)
+		found = true
+	}
+	return sum, found
+}
+
+// val is get with absent read as 0: a counter or gauge not yet emitted.
+func (ms metrics) val(name string, labels ...string) float64 {
+	v, _ := ms.get(name, labels...)
+	return v
+}
+
+// states is slot_members by state for a family.
+func (ms metrics) states(family string) map[string]float64 {
+	out := map[string]float64{}
+	for _, s := range []string{"live", "stale", "expired", "zombie", "future"} {
+		out[s] = ms.val("slot_members", "family", family, "state", s)
+	}
+	return out
+}
+
+// want is one expected figure: a metric with labels and a value.
+type want struct {
+	name   string
+	labels []string
+	value  float64
+}
+
+func w(name string, value float64, labels ...string) want {
+	return want{name: name, labels: labels, value: value}
+}
+
+// expect returns a condition that every figure matches; an absent
+// series reads as 0.
+func expect(family string, wants ...want) func(metrics) error {
+	return func(m metrics) error {
+		var bad []string
+		for _, x := range wants {
+			labels := append([]string{"family", family}, x.labels...)
+			got := m.val(x.name, labels...)
+			if got != x.value {
+				bad = append(bad, fmt.Sprintf("%s%v = %v, want %v", x.name, x.labels, got, x.value))
+			}
+		}
+		if len(bad) > 0 {
+			sort.Strings(bad)
+			return fmt.Errorf("%s (members %v)", strings.Join(bad, "; "), m.states(family))
+		}
+		return nil
+	}
+}
+
+// ---- the drivers ---------------------------------------------------------
+
+type event map[string]any
+
+func (e event) str(k string) string {
+	s, _ := e[k].(string)
+	return s
+}
+
+func (e event) num(k string) float64 {
+	f, _ := e[k].(float64)
+	return f
+}
+
+func (e event) strs(k string) []string {
+	var out []string
+	l, _ := e[k].([]any)
+	for _, v := range l {
+		if s, ok := v.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// holder is one driver process holding slots through a library.
+type holder struct {
+	t        *testing.T
+	name     string
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	events   chan event
+	stderr   *syncBuffer
+	done     chan struct{}
+	truth    event
+	acquired time.Time
+	ended    time.Time
+}
+
+func startHolder(t *testing.T, name string, argv ...string) *holder {
+	t.Helper()
+	h := &holder{t: t, name: name, events: make(chan event, 16), stderr: &syncBuffer{}, done: make(chan struct{})}
+	h.cmd = exec.Command(argv[0], argv[1:]...)
+	h.cmd.Stderr = h.stderr
+	var err error
+	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := h.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cmd.Start(); err != nil {
+		t.Fatalf("%s: start %s: %v", name, argv[0], err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev event
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				fmt.Fprintf(h.stderr, "not JSON on stdout: %q\n", sc.Text())
+				continue
+			}
+			h.events <- ev
+		}
+		_ = h.cmd.Wait()
+		close(h.done)
+	}()
+	t.Cleanup(func() {
+		_ = h.cmd.Process.Kill()
+		<-h.done
+	})
+	h.truth = h.wait("acquired", 15*time.Second)
+	h.acquired = time.Now()
+	t.Logf("%s: %s holds %v on %s (%v)", name, h.truth.str("library"), h.truth.strs("holders"), h.truth.str("key"), h.truth.str("role"))
+	return h
+}
+
+// wait returns the next event called name, failing on any other end.
+func (h *holder) wait(name string, timeout time.Duration) event {
+	h.t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case ev := <-h.events:
+			if ev.str("event") == name {
+				return ev
+			}
+			if ev.str("event") == "lost" {
+				h.t.Fatalf("%s: the library lost its hold: %v", h.name, ev)
+			}
+		case <-h.done:
+			h.t.Fatalf("%s: driver exited (%v) before %q:\n%s", h.name, h.cmd.ProcessState, name, h.stderr.String())
+		case <-timer.C:
+			h.t.Fatalf("%s: no %q in %v:\n%s", h.name, name, timeout, h.stderr.String())
+		}
+	}
+}
+
+// release asks the library to release, and waits for the driver to exit.
+func (h *holder) release() {
+	h.t.Helper()
+	if _, err := io.WriteString(h.stdin, "release\n"); err != nil {
+		h.t.Fatalf("%s: %v", h.name, err)
+	}
+	h.wait("released", 10*time.Second)
+	<-h.done
+	h.ended = time.Now()
+	if !h.cmd.ProcessState.Success() {
+		h.t.Fatalf("%s: driver exited %v:\n%s", h.name, h.cmd.ProcessState, h.stderr.String())
+	}
+}
+
+// kill is the holder dying mid-hold: SIGKILL, no release, no finally.
+func (h *holder) kill() {
+	h.t.Helper()
+	if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		h.t.Fatalf("%s: SIGKILL: %v", h.name, err)
+	}
+	<-h.done
+	h.ended = time.Now()
+}
+
+// runOnce runs a one-shot driver command and returns its single event.
+func runOnce(t *testing.T, argv ...string) event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, stderr.String())
+	}
+	var ev event
+	if err := json.Unmarshal(bytes.TrimSpace(out), &ev); err != nil {
+		t.Fatalf("%s: %v in %q", strings.Join(argv, " "), err, out)
+	}
+	return ev
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// refreshBounds is the range of refreshes the holders made: one every
+// interval from acquire to end, give or take one per holder for the
+// phase of the timer against the test's own clock.
+func refreshBounds(interval time.Duration, hs ...*holder) (lo, hi float64) {
+	for _, h := range hs {
+		n := float64(len(h.truth.strs("holders")))
+		end := h.ended
+		if end.IsZero() {
+			end = time.Now()
+		}
+		k := float64(end.Sub(h.acquired) / interval)
+		lo += n * max(0, k-1)
+		hi += n * (k + 1)
+	}
+	return lo, hi
+}
