@@ -22,7 +22,10 @@ const rateFamily = `
 // TestRateLimitScenario drives rate counters with known truth:
 //   - ok: three hits through the recipe, then silence (its window ends);
 //   - fresh: a hit through the recipe before every sweep; its window
-//     restarts every other sweep, so its floor never grows;
+//     restarts every other sweep (its value goes down), so its floor never
+//     grows;
+//   - once: a hit every other sweep, each in a new window: its value stays
+//     1, and it restarts because the expiry last seen has passed;
 //   - nottl: INCR with no EXPIRE, at 7 (locked out, no TTL);
 //   - busy: INCR + PEXPIRE window on every hit, from 4 (never restarts;
 //     locked out once it has not restarted for 2 x window);
@@ -60,16 +63,18 @@ func TestRateLimitScenario(t *testing.T) {
 	must(t, rc.Set(ctx, "t:rl:junk", "abc", 0).Err())
 	must(t, rc.RPush(ctx, "t:rl:list", "x").Err())
 	allow("t:rl:fresh")
-	restart := 0 // the sweep that last saw fresh's window restart
+	allow("t:rl:once")
+	// The sweep that last saw each window restart.
+	restart := map[string]int{"fresh": 0, "once": 0}
 	s.sweep()
 
 	m := h.Metrics()
 	exportertest.Expect(t, m, map[string]float64{
-		`slot_sets{family="api_rate"}`:                                            5,
+		`slot_sets{family="api_rate"}`:                                            6,
 		`slot_ratelimit_keys_without_ttl{family="api_rate"}`:                      1,
 		`slot_ratelimit_keys_ttl_beyond_window{family="api_rate"}`:                0,
 		`slot_ratelimit_callers_locked_out{family="api_rate"}`:                    1,
-		`slot_users_active{family="api_rate"}`:                                    5,
+		`slot_users_active{family="api_rate"}`:                                    6,
 		`slot_users_at_limit{family="api_rate"}`:                                  1,
 		`slot_users_floor_nonzero{family="api_rate"}`:                             0,
 		`slot_user_floor_seconds{family="api_rate",user="nottl"}`:                 0,
@@ -91,31 +96,39 @@ func TestRateLimitScenario(t *testing.T) {
 		}
 		// Count 1: this hit found no key, a new window began.
 		if allow("t:rl:fresh").Count == 1 {
-			restart = i
+			restart["fresh"] = i
+		}
+		if i%2 == 0 {
+			if r := allow("t:rl:once"); r.Count != 1 {
+				t.Fatalf("once: count %d, want a new window", r.Count)
+			}
+			restart["once"] = i
 		}
 		k := s.sweep()
 		m = h.Metrics()
-		name := `slot_user_floor_seconds{family="api_rate",user="fresh"}`
-		if restart == k {
-			exportertest.Expect(t, m, map[string]float64{name: 0})
-		} else {
-			s.age(m, name, restart, k)
+		for u, r := range restart {
+			name := fmt.Sprintf(`slot_user_floor_seconds{family="api_rate",user=%q}`, u)
+			if r == k {
+				exportertest.Expect(t, m, map[string]float64{name: 0})
+			} else {
+				s.age(m, name, r, k)
+			}
 		}
 		if k == 2 {
 			// busy has not gone 2 x window without a restart yet.
 			exportertest.Expect(t, m, map[string]float64{`slot_ratelimit_callers_locked_out{family="api_rate"}`: 1})
 		}
 	}
-	if restart == 0 {
+	if restart["fresh"] == 0 {
 		t.Fatal("fresh's window never restarted: the recipe's window did not end")
 	}
 
 	exportertest.Expect(t, m, map[string]float64{
-		`slot_sets{family="api_rate"}`:                                            5, // ok expired
+		`slot_sets{family="api_rate"}`:                                            6, // ok expired, once back
 		`slot_ratelimit_keys_without_ttl{family="api_rate"}`:                      1,
 		`slot_ratelimit_keys_ttl_beyond_window{family="api_rate"}`:                1,
 		`slot_ratelimit_callers_locked_out{family="api_rate"}`:                    2,
-		`slot_users_active{family="api_rate"}`:                                    5,
+		`slot_users_active{family="api_rate"}`:                                    6,
 		`slot_users_at_limit{family="api_rate"}`:                                  2,
 		`slot_users_floor_nonzero{family="api_rate"}`:                             3, // nottl, busy, slow
 		`slot_user_used_max{family="api_rate",user="busy"}`:                       9,
@@ -136,7 +149,7 @@ func TestRateLimitScenario(t *testing.T) {
 	mc := hc.Metrics()
 	sameSet(t, "capped users", users(mc, "slot_user_used_max", "api_rate"), "nottl", "busy", "unit")
 	exportertest.Expect(t, mc, map[string]float64{
-		`slot_exporter_user_series_dropped{family="api_rate"}`: 2, // slow, fresh
+		`slot_exporter_user_series_dropped{family="api_rate"}`: 3, // slow, fresh, once
 		`slot_ratelimit_callers_locked_out{family="api_rate"}`: 2,
 	})
 	t.Logf("/metrics excerpt:\n%s", excerpt(t, h, "api_rate"))

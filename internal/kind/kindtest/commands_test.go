@@ -1,0 +1,97 @@
+package kindtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
+	"github.com/slotexporter/slot_exporter/internal/redistest"
+)
+
+// sweepCommands are what every sweep sends whatever the kind: the clock,
+// the loss check (INFO server, commandstats), SCAN, and a new connection's
+// handshake; and the test's own CONFIG RESETSTAT.
+var sweepCommands = []string{"time", "info", "scan", "hello", "client|setinfo", "ping", "config|resetstat"}
+
+// TestCommandsPerKind pins which commands each kind sends to read its keys,
+// with every read path taken (a stream group with more pending entries
+// than one read returns takes the IDLE one): the list the minimal ACL of
+// each kind is made of.
+func TestCommandsPerKind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cases := []struct {
+		family string
+		setup  func(rc *redis.Client)
+		want   []string
+	}{
+		{rateFamily, func(rc *redis.Client) {
+			rc.Set(ctx, "t:rl:a", 3, time.Minute)
+		}, []string{"get", "pttl"}},
+		{lockFamily, func(rc *redis.Client) {
+			rc.Set(ctx, "t:lock:a", "tok", time.Minute)
+		}, []string{"getrange", "pttl", "time"}},
+		{`
+  - name: queue
+    kind: list
+    match: "t:q:*"
+    max_wait: 1s
+`, func(rc *redis.Client) {
+			rc.RPush(ctx, "t:q:a", "x")
+		}, []string{"lindex", "llen"}},
+		{streamFamily, func(rc *redis.Client) {
+			rc.XGroupCreateMkStream(ctx, "t:s:a", "g", "$")
+			for i := range 1001 {
+				rc.XAdd(ctx, &redis.XAddArgs{Stream: "t:s:a", Values: []string{"n", strconv.Itoa(i)}})
+			}
+			rc.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c", Streams: []string{"t:s:a", ">"}, Count: 1001, Block: -1})
+		}, []string{"xinfo|consumers", "xinfo|groups", "xlen", "xpending"}},
+	}
+	for _, c := range cases {
+		srv := redistest.Start(t)
+		rc := srv.Client()
+		c.setup(rc)
+		h := exportertest.New(t, rc, config(srv.Addr, "30m", 100, c.family))
+		must(t, rc.ConfigResetStat(ctx).Err())
+		h.Sweep()
+		if v := h.Metrics()[`slot_exporter_sweep_errors_total{family=`+strconv.Quote(familyName(c.family))+`}`]; v != 0 {
+			t.Fatalf("%s: sweep errors %v", familyName(c.family), v)
+		}
+		st, err := redisproc.CommandStats(ctx, rc)
+		must(t, err)
+		var all, own []string
+		for cmd := range st {
+			all = append(all, cmd)
+			if !slices.Contains(sweepCommands, cmd) || slices.Contains(c.want, cmd) {
+				own = append(own, cmd)
+			}
+		}
+		// The sweep reads TIME once; the lock's reads once more per batch.
+		wantTime := int64(1)
+		if slices.Contains(c.want, "time") {
+			wantTime = 2
+		}
+		if n := st["time"].Calls; n != wantTime {
+			t.Errorf("%s: %d TIME calls, want %d", familyName(c.family), n, wantTime)
+		}
+		slices.Sort(all)
+		slices.Sort(own)
+		if !slices.Equal(own, c.want) {
+			t.Errorf("%s reads with %v, want %v", familyName(c.family), own, c.want)
+		}
+		t.Logf("%s: a sweep sent %v", familyName(c.family), all)
+	}
+}
+
+func familyName(yaml string) string {
+	var name string
+	fmt.Sscanf(yaml, "\n  - name: %s", &name)
+	return name
+}
