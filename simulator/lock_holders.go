@@ -126,7 +126,8 @@ func (w *lockWorkload) hold(h *lockHolder) bool {
 		death = began.Add(time.Duration(h.rng.Float64() * float64(end.Sub(began))))
 	}
 	every := w.o.TTL / 3
-	for next := began.Add(every); ; next = next.Add(every) {
+	next := began.Add(every)
+	for {
 		due := next
 		if !death.IsZero() && death.Before(due) {
 			due = death
@@ -154,6 +155,7 @@ func (w *lockWorkload) hold(h *lockHolder) bool {
 		if held, ran := w.extend(h); !held || !ran {
 			return ran
 		}
+		next = time.Now().Add(every) // after a pause: no burst of extends
 	}
 }
 

@@ -67,7 +67,8 @@ type Options struct {
 	// CounterLeakRate is the share of counter-holding streams that end
 	// without DECR.
 	CounterLeakRate float64
-	// Seed seeds the random draws (users, plans, fates, durations, kills).
+	// Seed seeds the random draws (users, plans, fates, durations, kills;
+	// which users each recipe actor drives, its phase, holds and work times).
 	Seed int64
 	// Now is the clock scores are computed from (default time.Now).
 	// Scheduling always uses the real clock.

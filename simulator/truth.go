@@ -83,7 +83,7 @@ type Truth struct {
 	// has not passed yet (they should show as stale), future ones included.
 	DeadUnexpired int64 `json:"dead_unexpired"`
 
-	Errors        int64 `json:"errors"`         // failed Redis calls or pipelines
+	Errors        int64 `json:"errors"`         // failed Redis calls or pipelines, of every workload
 	AcquireErrors int64 `json:"acquire_errors"` // acquires that failed on an error (stream dropped)
 
 	KilledUsers  map[string]int64 `json:"killed_users"`
