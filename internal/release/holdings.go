@@ -213,8 +213,11 @@ func keyProblem(err error) string {
 	switch {
 	case strings.HasPrefix(msg, "WRONGTYPE"):
 		return "holds a value of another type than the family's kind"
-	case strings.HasPrefix(msg, "NOPERM"):
-		return "the ACL refuses this read: " + msg
+	case strings.HasPrefix(msg, "NOPERM") && strings.Contains(msg, " key"):
+		// The command is allowed, this key is not (an ACL key pattern
+		// narrower than the family's match). A command refused outright
+		// fails the read: every key would be refused.
+		return "the ACL refuses this key: " + msg
 	}
 	return ""
 }

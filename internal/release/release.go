@@ -23,6 +23,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -343,8 +344,10 @@ func (r *Releaser) preview(ctx context.Context, p *Plan) error {
 		return err
 	}
 	p.Holdings, p.Now = h, h.Now
+	var problems []string
 	for _, k := range h.Keys {
 		if k.Problem != "" {
+			problems = append(problems, fmt.Sprintf("key %q %s", k.Key, k.Problem))
 			continue
 		}
 		pk := PlanKey{Key: k.Key, Value: k.Value, NoLease: f.Kind == config.KindLock && k.PTTL == -1}
@@ -360,6 +363,8 @@ func (r *Releaser) preview(ctx context.Context, p *Plan) error {
 	switch {
 	case len(h.Keys) == 0:
 		p.Refusal = "no key of this family belongs to this user"
+	case len(p.Keys) == 0:
+		p.Refusal = strings.Join(problems, "; ")
 	case p.Empty():
 		p.Refusal = "nothing to release: every member is live (a release removes only dead members unless live ones are included)"
 	}
@@ -612,8 +617,12 @@ func FormatTime(ms float64) string {
 		return "never"
 	case math.IsNaN(ms):
 		return ""
-	case ms > 253402300799999 || ms < -62135596800000: // outside years 1-9999
+	case math.IsInf(ms, -1):
+		return "-inf"
+	case ms > 253402300799999:
 		return FormatScore(ms) + " ms (beyond year 9999)"
+	case ms < -62135596800000:
+		return FormatScore(ms) + " ms (before year 1)"
 	}
 	return time.UnixMilli(int64(ms)).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }

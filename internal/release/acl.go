@@ -1,0 +1,48 @@
+package release
+
+import (
+	"strings"
+
+	"github.com/slotexporter/slot_exporter/config"
+)
+
+// ACLCommand is one command the release user needs, and what for.
+type ACLCommand struct {
+	Command string
+	// Kinds whose release needs it; nil: every releasable kind.
+	Kinds []config.Kind
+	Why   string
+}
+
+// ACLCommands is the exact command set of the release user (the one named
+// by release.username): the preview reads with it, and the scripts write
+// with it. Redis checks the ACL for the commands a script calls too, so
+// the scripts' own commands are on the list. A test takes each one away
+// and watches a release fail.
+var ACLCommands = []ACLCommand{
+	{"time", nil, "the preview classifies members at Redis time"},
+	{"scan", nil, "finds the user's key when it is not at the name the match pattern gives (a user regexp of its own)"},
+	{"zrange", []config.Kind{config.KindSlotSet}, "the preview reads the members"},
+	{"get", []config.Kind{config.KindLock, config.KindCounter, config.KindRateLimit}, "the preview reads the token or value; the scripts compare it"},
+	{"pttl", []config.Kind{config.KindSlotSet, config.KindLock, config.KindRateLimit}, "the preview reads the lease or TTL"},
+	{"evalsha", nil, "runs the release scripts"},
+	{"eval", nil, "loads a release script the server does not have cached (go-redis falls back to EVAL on NOSCRIPT)"},
+	{"zscore", []config.Kind{config.KindSlotSet}, "the members script re-reads each score"},
+	{"zrem", []config.Kind{config.KindSlotSet}, "the members script removes a member"},
+	{"del", []config.Kind{config.KindLock}, "the lock script deletes the lock"},
+	{"set", []config.Kind{config.KindCounter, config.KindRateLimit}, "the value script sets the new value (KEEPTTL)"},
+}
+
+// ACLRule is an ACL SETUSER rule list for the release user: no channels,
+// no command but ACLCommands, and the given key patterns (the families'
+// match patterns, or narrower).
+func ACLRule(keyPatterns ...string) string {
+	rules := []string{"resetchannels", "-@all"}
+	for _, c := range ACLCommands {
+		rules = append(rules, "+"+c.Command)
+	}
+	for _, p := range keyPatterns {
+		rules = append(rules, "~"+p)
+	}
+	return strings.Join(rules, " ")
+}
