@@ -3,6 +3,7 @@ package kind
 import (
 	"context"
 	"math"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
@@ -209,8 +210,8 @@ func (l *lockReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 		r.Key = k
 		v, err := gets[i].Result()
 		if err == nil {
-			var d = ttls[i].Val()
-			if err = ttls[i].Err(); err == nil {
+			var d time.Duration
+			if d, err = ttls[i].Result(); err == nil {
 				r.PTTL = redisread.PTTLMillis(d)
 			}
 		}
