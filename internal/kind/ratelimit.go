@@ -25,8 +25,9 @@ import (
 //   - or the key vanished (it is then at 0 for the sweep, as any kind).
 //
 // The previous expiry is estimated as the sweep's start plus PTTL, so it
-// is early by the key's read delay in that sweep: a restart can be claimed
-// that much before the window really ends, never after.
+// is early by the key's read delay in that sweep (milliseconds, unless a
+// key budget stretches the sweep): a sweep that starts within that delay
+// before a window ends may count its restart one sweep early.
 //
 // What sampling cannot tell: with a window shorter than sampling.interval
 // no sweep sees the same window twice, so a writer that PEXPIREs on every
@@ -42,7 +43,8 @@ import (
 //     round its window up to whole seconds, and a unit bug is 1000 times off.
 //   - slot_ratelimit_callers_locked_out: keys at or over limit (when the
 //     family has one) with no TTL, or not restarted for longer than
-//     2 x window. Without a limit nobody is locked out.
+//     2 x window (a key the exporter has just found counts from then).
+//     Without a limit nobody is locked out.
 //
 // A user with any of the three conditions carries AnomalyKind, so that the
 // series cap shows them first.
