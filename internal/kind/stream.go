@@ -30,7 +30,10 @@ import (
 //     more): XPENDING key group - + N, the N oldest pending entries with
 //     idle times and delivery counts; XINFO CONSUMERS; and, only when more
 //     than N are pending, XPENDING key group IDLE max_hold - + N for the
-//     stuck count. N is streamPendingScan (1000).
+//     stuck count. N is streamPendingScan (1000). The extended XPENDING is
+//     ordered by ID, so its first entry is the oldest pending one: the
+//     summary form would add nothing. XINFO CONSUMERS is not bounded; a
+//     group has as many consumers as workers.
 //
 // A key of another type is skipped as wrong_type. A stream with no groups
 // is skipped as bad_value: it is a log, not a queue, and nothing about it
