@@ -38,7 +38,8 @@ import (
 // used is LLEN: an empty list does not exist in Redis, so a queue that
 // drains goes back to 0, and one that never does shows a floor that grows.
 // slot_queue_items sums LLEN; slot_queue_head_wait_seconds{user} is the
-// longest wait over the user's queues (0 when they are all empty).
+// longest wait over the user's queues (0 when they are all empty). The
+// limit is optional (a queue's capacity); over it is an anomaly.
 func init() { register(config.KindList, newList) }
 
 type list struct {

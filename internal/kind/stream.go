@@ -65,7 +65,7 @@ import (
 // used is the pending count over all groups: a stream whose pending never
 // drains shows a floor that grows. A user with stuck entries, dead
 // consumers or poison entries carries AnomalyKind, so that the series cap
-// shows it first.
+// shows it first. The limit is optional; over it is an anomaly.
 func init() { register(config.KindStream, newStream) }
 
 // streamPendingScan bounds the pending entries read per group and sweep.
