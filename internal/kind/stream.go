@@ -350,8 +350,24 @@ func (s *streamReads) fold(gi *groupInfo, g *groupReads) error {
 	if g.idle != nil {
 		gi.stuck = int64(len(g.idle.Val()))
 	}
+	// A server that does not report a consumer's idle time (it answers
+	// -1, as some Redis-compatible servers do) leaves its pending entries
+	// as the witness: a consumer all of whose pending entries seen here are
+	// idle past max_hold is dead.
+	fresh := map[string]bool{}
+	seen := map[string]bool{}
+	for _, p := range pend {
+		seen[p.Consumer] = true
+		if p.Idle < maxHold {
+			fresh[p.Consumer] = true
+		}
+	}
 	for _, c := range cons {
-		if c.Pending > 0 && c.Idle >= maxHold {
+		switch {
+		case c.Pending <= 0:
+		case c.Idle >= maxHold:
+			gi.dead++
+		case c.Idle < 0 && seen[c.Name] && !fresh[c.Name]:
 			gi.dead++
 		}
 	}

@@ -1,0 +1,99 @@
+package demo
+
+import (
+	"time"
+
+	"github.com/slotexporter/slot_exporter/simulator"
+)
+
+// config watches every kind with short times, so that every signal moves
+// within a minute: slot ttl 6s with heartbeats every second (stale after
+// 2s, zombies after 20s), floors beyond their window after 30s, at most 8
+// per-user series per family (the rest dropped).
+const config = `
+redis:
+  addr: %q
+sampling:
+  interval: 1s
+  window: 10s
+leaks:
+  floor_window: 30s
+  per_user_series: 8
+families:
+  - name: streams
+    kind: slotset
+    match: "joishi:streams:*"
+    user: '^joishi:streams:\{?([^}]+)\}?$'
+    limit: 3
+    ttl: 6s
+    heartbeat_interval: 1s
+    max_hold: 20s
+    clock_skew_tolerance: 500ms
+  - name: streams_legacy
+    kind: counter
+    match: "joishi:streams-legacy:*"
+    user: '^joishi:streams-legacy:\{?([^}]+)\}?$'
+    limit: 3
+  - name: api_rate
+    kind: ratelimit
+    match: "rl:api:*"
+    user: '^rl:api:\{?([^}]+)\}?$'
+    limit: 10
+    window: 10s
+  - name: jobs_lock
+    kind: lock
+    match: "lock:job:*"
+    user: '^lock:job:\{?([^}]+)\}?$'
+    ttl: 6s
+    max_hold: 20s
+  - name: mail_queue
+    kind: list
+    match: "queue:mail:{*}"
+    max_wait: 10s
+  - name: mail_processing
+    kind: list
+    match: "queue:mail:{*}:processing"
+    max_wait: 10s
+  - name: events
+    kind: stream
+    match: "stream:events:*"
+    user: '^stream:events:\{?([^}]+)\}?$'
+    max_hold: 10s
+    max_deliveries: 5
+`
+
+// workload drives every recipe: slot-set streams with crashes, zombies,
+// unit-bug scores and non-refreshing heartbeats; leaking counters; and one
+// or more callers, holders, queues and streams for each failure of the
+// other recipes. The thresholds it counts its truth with are the config's.
+var workload = simulator.Options{
+	Users:             40,
+	KeyPrefix:         "joishi:streams:",
+	CounterPrefix:     "joishi:streams-legacy:",
+	StreamRate:        3,
+	StreamDuration:    10 * time.Second,
+	TTL:               6 * time.Second,
+	HeartbeatInterval: time.Second,
+	CrashRate:         0.15,
+	ZombieRate:        0.05,
+	FutureRate:        0.03,
+	NoRefreshRate:     0.2,
+	CounterLeakRate:   0.15,
+	Seed:              1,
+	RateLimits: simulator.RateLimitWorkload{
+		Limit: 10, Window: 10 * time.Second,
+		Healthy: 4, NoExpire: 2, ExpireEveryHit: 1, SecondsAsMillis: 1, MillisAsSeconds: 1,
+	},
+	Locks: simulator.LockWorkload{
+		TTL: 6 * time.Second, Hold: 4 * time.Second, MaxHold: 20 * time.Second, ClockSkewTolerance: 5 * time.Second,
+		Healthy: 4, NoTTL: 1, Zombie: 1, WrongUnit: 1, Killed: 2,
+	},
+	ListQueues: simulator.ListQueueWorkload{
+		PushInterval: time.Second, MaxWait: 10 * time.Second, LeaseTTL: 5 * time.Second,
+		Healthy: 3, NoConsumer: 1, KilledWorker: 1,
+	},
+	StreamQueues: simulator.StreamQueueWorkload{
+		AddInterval: time.Second, MaxHold: 10 * time.Second, MaxDeliveries: 5,
+		Healthy: 3, DeadConsumer: 1, Poison: 1, Lagging: 1,
+	},
+}
