@@ -124,9 +124,10 @@ func (z *ZSetReads) countOversized(ctx context.Context, c redis.Cmdable, reads [
 			RangeLive:    pipe.ZCount(ctx, k, liveMin, fut),
 			RangeFuture:  pipe.ZCount(ctx, k, "("+fut, "+inf"),
 		}
-		// go-redis takes (min, max) and swaps them for Rev.
+		// With REV, Redis takes the range as (max, min): go-redis passes
+		// Start and Stop through as they are.
 		qs[j].newest = pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
-			Key: k, ByScore: true, Rev: true, Start: "(" + exp, Stop: fut, Count: 1,
+			Key: k, ByScore: true, Rev: true, Start: fut, Stop: "(" + exp, Count: 1,
 		})
 	}
 	_, _ = pipe.Exec(ctx)
