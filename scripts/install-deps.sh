@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the real servers the tests start: redis-server (with redis-cli and
 # redis-benchmark), redis-sentinel, prometheus (for promtool) and
-# alertmanager. Runs apt-get once, as root, only when something is missing.
+# alertmanager, and the headless browser of the on-call pages' tests
+# (Debian's chromium). Runs apt-get once, as root, only when something is
+# missing.
 set -euo pipefail
 
 need=()
@@ -14,6 +16,9 @@ if ! command -v alertmanager >/dev/null && ! command -v prometheus-alertmanager 
 	need+=(prometheus-alertmanager)
 fi
 command -v amtool          >/dev/null || need+=(prometheus-alertmanager)
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+	need+=(chromium)
+fi
 
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
