@@ -273,3 +273,19 @@ func formValue(page, name string) string {
 	rest := page[i+len(marker):]
 	return rest[:strings.IndexByte(rest, '"')]
 }
+
+func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func maps2Equal(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"math"
@@ -123,8 +124,13 @@ func fmtDuration(d time.Duration) string {
 }
 
 func fmtMs(ms float64) string {
-	if math.IsInf(ms, 0) || math.IsNaN(ms) || math.Abs(ms) > float64(math.MaxInt64/int64(time.Millisecond)) {
+	const year = 365.25 * 24 * 3600 * 1000
+	switch {
+	case math.IsInf(ms, 0) || math.IsNaN(ms):
 		return release.FormatScore(ms) + " ms"
+	case math.Abs(ms) >= 10*year:
+		// A score in the wrong unit: the order of magnitude is the news.
+		return fmt.Sprintf("%s ms (about %.0f years)", release.FormatScore(ms), ms/year)
 	}
 	return fmtDuration(time.Duration(ms * float64(time.Millisecond)))
 }
