@@ -89,9 +89,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	redis.SetLogger(redisLog{logger})
 
 	if cmd == releaseCmd.FullCommand() {
-		return runRelease(ctx, releaseArgs{
-			configFile: *configFile, auditFile: *auditFile, family: *relFamily, user: *relUser,
-			reason: *relReason, dryRun: *relDryRun, includeLive: *relLive, value: *relValue, operator: *relOp,
+		return release.RunCLI(ctx, release.CLIArgs{
+			ConfigFile: *configFile, AuditFile: *auditFile, Family: *relFamily, User: *relUser,
+			Reason: *relReason, DryRun: *relDryRun, IncludeLive: *relLive, Value: *relValue, Operator: *relOp,
 		}, stdout, stderr, logger)
 	}
 

@@ -56,11 +56,12 @@ families:
 var keyPatterns = []string{"joishi:*", "legacy:*", "rl:*", "lock:*", "queue:*"}
 
 type fixture struct {
-	srv   *redistest.Server
-	admin *redis.Client
-	cfg   *config.Config
-	rel   *Releaser
-	audit string
+	srv     *redistest.Server
+	admin   *redis.Client
+	cfg     *config.Config
+	cfgFile string
+	rel     *Releaser
+	audit   string
 }
 
 // newFixture starts Redis with a release user holding exactly ACLRule,
@@ -80,7 +81,11 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("ACL SETUSER: %v", err)
 	}
 	yaml := fmt.Sprintf("redis: {addr: %q}\nrelease: {username: releaser, password_file: %q}\n%s", srv.Addr, pw, families)
-	cfg, err := config.Parse([]byte(yaml))
+	cfgFile := filepath.Join(dir, "slot_exporter.yml")
+	if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +98,7 @@ func newFixture(t *testing.T) *fixture {
 	if err := rel.Configure(cfg); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{srv: srv, admin: admin, cfg: cfg, rel: rel, audit: audit}
+	return &fixture{srv: srv, admin: admin, cfg: cfg, cfgFile: cfgFile, rel: rel, audit: audit}
 }
 
 func splitRule(rule string) []any {
