@@ -574,7 +574,15 @@ func scriptPair(res []any) (int64, string) {
 	return code, now
 }
 
-func previewItems(p *Plan, k *PlanKey) []Item { return previewItemsWith(p, k, 0) }
+// previewItems are a preview's items; a counter's new value is not known
+// until the operator confirms.
+func previewItems(p *Plan, k *PlanKey) []Item {
+	items := previewItemsWith(p, k, 0)
+	if p.isValueKind() {
+		items[0].NewValue = ""
+	}
+	return items
+}
 
 func previewItemsWith(p *Plan, k *PlanKey, newValue int64) []Item {
 	if p.isValueKind() {
