@@ -9,16 +9,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/collector"
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
+	"github.com/slotexporter/slot_exporter/internal/snapshot"
 	"github.com/slotexporter/slot_exporter/internal/sweep"
+	"github.com/slotexporter/slot_exporter/redisconn"
 )
 
 // Harness is a sweeper and a registry over one config.
@@ -53,9 +58,31 @@ func NewFromConfig(t testing.TB, client redis.UniversalClient, cfg *config.Confi
 		t.Fatalf("sweeper: %v", err)
 	}
 	t.Cleanup(s.Stop)
+	return ForSweeper(t, s)
+}
+
+// ForSweeper is a harness over a sweeper built elsewhere (a reload's).
+func ForSweeper(t testing.TB, s *sweep.Sweeper) *Harness {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector.New(s.Snapshot, collector.Options{}))
 	return &Harness{t: t, Sweeper: s, Registry: reg}
+}
+
+// Dial is New with the client main builds from the config's redis block
+// (redisconn), so that the mode, timeouts, credentials and read_from are
+// the exporter's own; the client closes with the test.
+func Dial(t testing.TB, yaml string, logger ...*slog.Logger) *Harness {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, yaml)
+	}
+	client, err := redisconn.New(&cfg.Redis)
+	if err != nil {
+		t.Fatalf("redisconn: %v", err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	return NewFromConfig(t, client, cfg, logger...)
 }
 
 // Sweep runs one sweep of every family and fails the test on an error.
@@ -135,4 +162,41 @@ func Series(got map[string]float64, name string) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// WaitFor polls cond until it holds, failing the test after d.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Calls is how many times the server behind c ran cmd (lower case) since
+// it started or since its last CONFIG RESETSTAT.
+func Calls(t testing.TB, c redis.Cmdable, cmd string) int64 {
+	t.Helper()
+	st, err := redisproc.CommandStats(context.Background(), c)
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	return st[cmd].Calls
+}
+
+// Value finds a catalog metric with the given labels among a family
+// snapshot's gauges and counters: what a scrape would show, read before
+// freshness is judged.
+func Value(f *snapshot.Family, m *snapshot.Metric, labels ...string) (float64, bool) {
+	for _, vs := range [][]snapshot.Value{f.Gauges, f.Counters} {
+		for _, v := range vs {
+			if v.Metric == m && slices.Equal(v.Labels, labels) {
+				return v.V, true
+			}
+		}
+	}
+	return 0, false
 }

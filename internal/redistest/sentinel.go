@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 )
 
 // StartReplica runs a redis-server replicating master and waits until the
@@ -57,13 +58,9 @@ func WaitReplicated(t testing.TB, master *Server, replicas int) {
 
 // Sentinel is one redis-sentinel process owned by a test.
 type Sentinel struct {
+	*redisproc.Server
 	t    testing.TB
 	Name string // the monitored master's name
-	Port int
-	Addr string
-	Dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
 }
 
 // SentinelOptions tune the failover timings; zero values pick short ones
@@ -84,10 +81,11 @@ func StartSentinel(t testing.TB, name string, master *Server, o SentinelOptions)
 	if o.FailoverTimeout <= 0 {
 		o.FailoverTimeout = 2 * time.Second
 	}
-	bin := Binary(t, "redis-sentinel")
-	s := &Sentinel{t: t, Name: name, Port: FreePort(t), Dir: t.TempDir()}
-	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
-	conf := fmt.Sprintf(`port %d
+	s := &Sentinel{t: t, Name: name}
+	srv, err := redisproc.Start(redisproc.Options{
+		Binary: "redis-sentinel", Dir: t.TempDir(), LogName: "sentinel.log",
+		Command: func(port int, dir string) ([]string, error) {
+			conf := fmt.Sprintf(`port %d
 bind 127.0.0.1
 daemonize no
 dir %s
@@ -95,34 +93,34 @@ logfile %s
 sentinel monitor %s 127.0.0.1 %d 1
 sentinel down-after-milliseconds %s %d
 sentinel failover-timeout %s %d
-`, s.Port, s.Dir, filepath.Join(s.Dir, "sentinel.log"),
-		name, master.Port, name, o.DownAfter.Milliseconds(), name, o.FailoverTimeout.Milliseconds())
-	path := filepath.Join(s.Dir, "sentinel.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+`, port, dir, filepath.Join(dir, "sentinel.log"),
+				name, master.Port, name, o.DownAfter.Milliseconds(), name, o.FailoverTimeout.Milliseconds())
+			path := filepath.Join(dir, "sentinel.conf")
+			return []string{path}, os.WriteFile(path, []byte(conf), 0o600)
+		},
+		// Up once it names a master.
+		Ready: func(srv *redisproc.Server) error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_, err := sentinelMaster(ctx, srv.Addr, name)
+			return err
+		},
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	s.cmd = exec.Command(bin, path)
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start redis-sentinel: %v", err)
-	}
-	s.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(s.cmd, s.done)
-	t.Cleanup(s.Stop)
-	if _, err := s.waitMaster(10*time.Second, func(string) bool { return true }); err != nil {
-		t.Fatalf("redis-sentinel on %s not ready: %v\n%s", s.Addr, err, s.Log())
-	}
+	s.Server = srv
+	t.Cleanup(srv.Stop)
 	return s
-}
-
-// Log returns what the sentinel wrote to its log file, for failure reports.
-func (s *Sentinel) Log() string {
-	b, _ := os.ReadFile(filepath.Join(s.Dir, "sentinel.log"))
-	return string(b)
 }
 
 // Master asks the sentinel where the master called name is now.
 func (s *Sentinel) Master(ctx context.Context, name string) (string, error) {
-	c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, DisableIdentity: true})
+	return sentinelMaster(ctx, s.Addr, name)
+}
+
+func sentinelMaster(ctx context.Context, addr, name string) (string, error) {
+	c := redis.NewSentinelClient(&redis.Options{Addr: addr, DisableIdentity: true})
 	defer c.Close()
 	hp, err := c.GetMasterAddrByName(ctx, name).Result()
 	if err != nil {
@@ -168,10 +166,8 @@ func (s *Sentinel) waitMaster(d time.Duration, ok func(string) bool) (string, er
 	deadline := time.Now().Add(d)
 	var err error
 	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
+		if !s.Running() {
 			return "", fmt.Errorf("redis-sentinel exited")
-		default:
 		}
 		var m string
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -183,14 +179,4 @@ func (s *Sentinel) waitMaster(d time.Duration, ok func(string) bool) (string, er
 		time.Sleep(50 * time.Millisecond)
 	}
 	return "", err
-}
-
-// Stop ends the sentinel; it is safe to call twice.
-func (s *Sentinel) Stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Kill()
-	<-s.done
-	s.cmd = nil
 }

@@ -5,7 +5,6 @@
 package tlstest
 
 import (
-	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,12 +15,11 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
@@ -154,67 +152,18 @@ type Redis struct {
 // certificate signed by c's CA. It is stopped when the test ends.
 func StartRedis(t testing.TB, c *Certs, mutual bool, extra ...string) *Redis {
 	t.Helper()
-	bin := redistest.Binary(t, "redis-server")
-	r := &Redis{Port: redistest.FreePort(t), Dir: t.TempDir()}
-	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.Port))
 	auth := "no"
 	if mutual {
 		auth = "yes"
 	}
-	args := append([]string{
-		"--port", "0",
-		"--tls-port", strconv.Itoa(r.Port),
-		"--bind", "127.0.0.1",
-		"--tls-cert-file", c.CertFile,
-		"--tls-key-file", c.KeyFile,
-		"--tls-ca-cert-file", c.CAFile,
-		"--tls-auth-clients", auth,
-		"--save", "",
-		"--appendonly", "no",
-		"--dir", r.Dir,
-		"--daemonize", "no",
-		"--logfile", filepath.Join(r.Dir, "redis.log"),
-	}, extra...)
-	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("tlstest: start redis-server: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-
-	cfg := c.ClientConfig()
-	deadline := time.Now().Add(10 * time.Second)
-	var err error
-	for {
-		select {
-		case <-done:
-			log, _ := os.ReadFile(filepath.Join(r.Dir, "redis.log"))
-			t.Fatalf("tlstest: redis-server exited:\n%s", log)
-		default:
-		}
-		if err = ping(r.Addr, cfg); err == nil {
-			return r
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(r.Dir, "redis.log"))
-			t.Fatalf("tlstest: redis-server on %s not ready: %v\n%s", r.Addr, err, log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func ping(addr string, cfg *tls.Config) error {
-	d := &net.Dialer{Timeout: 200 * time.Millisecond}
-	conn, err := tls.DialWithDialer(d, "tcp", addr, cfg)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	_, err = bufio.NewReader(conn).ReadString('\n')
-	return err
+	s := redistest.StartWith(t, redisproc.Options{
+		TLS: true, TLSConfig: c.ClientConfig(),
+		Args: append([]string{
+			"--tls-cert-file", c.CertFile,
+			"--tls-key-file", c.KeyFile,
+			"--tls-ca-cert-file", c.CAFile,
+			"--tls-auth-clients", auth,
+		}, extra...),
+	})
+	return &Redis{Addr: s.Addr, Port: s.Port, Dir: s.Dir}
 }
