@@ -19,6 +19,9 @@ command -v amtool          >/dev/null || need+=(prometheus-alertmanager)
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
 	need+=(chromium)
 fi
+# A redis-server with a movable clock (internal/redistest.StartFakeClock).
+command -v faketime        >/dev/null || need+=(faketime)
+compgen -G '/usr/lib/*/libtcmalloc_minimal.so.4' >/dev/null || need+=(libtcmalloc-minimal4)
 
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
