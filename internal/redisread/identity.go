@@ -10,27 +10,36 @@ import (
 
 // Identity is what a server says of itself: its run_id, which changes
 // when it restarts (and differs on the server a failover promotes), and
-// how often its data was flushed (FLUSHALL and FLUSHDB calls since it
-// started). Together they tell vanished data from holds that ended.
+// how often its data was flushed or swapped away (FLUSHALL, FLUSHDB and
+// SWAPDB calls since it started). Together they tell vanished data from
+// holds that ended.
 type Identity struct {
 	RunID   string
 	Flushes int64
+	// Commands is total_commands_processed. CONFIG RESETSTAT zeroes it
+	// with the flush counts; it never goes down otherwise, so a drop
+	// says that the counts restarted from 0.
+	Commands int64
 }
 
-// Identify reads a server's identity in one round trip (INFO server and
-// INFO commandstats).
+// Identify reads a server's identity in one round trip (INFO server,
+// INFO commandstats and INFO stats).
 func Identify(ctx context.Context, c redis.Cmdable) (Identity, error) {
 	pipe := c.Pipeline()
 	server := pipe.Info(ctx, "server")
-	stats := pipe.Info(ctx, "commandstats")
+	cmdStats := pipe.Info(ctx, "commandstats")
+	stats := pipe.Info(ctx, "stats")
 	_, _ = pipe.Exec(ctx)
 	s, err := server.Result()
 	if err != nil {
 		return Identity{}, err
 	}
 	id := Identity{RunID: infoField(s, "run_id")}
-	if cs, err := stats.Result(); err == nil {
-		id.Flushes = calls(cs, "flushall") + calls(cs, "flushdb")
+	if cs, err := cmdStats.Result(); err == nil {
+		id.Flushes = calls(cs, "flushall") + calls(cs, "flushdb") + calls(cs, "swapdb")
+	}
+	if st, err := stats.Result(); err == nil {
+		id.Commands, _ = strconv.ParseInt(infoField(st, "total_commands_processed"), 10, 64)
 	}
 	return id, nil
 }

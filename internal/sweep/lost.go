@@ -11,7 +11,8 @@ import (
 // its data vanished is lost, not released or expired. It notices:
 //   - a server restart or a failover to another server: INFO run_id
 //     changes (a Sentinel failover promotes a server with its own run_id);
-//   - FLUSHALL and FLUSHDB: their call counts in INFO commandstats grow;
+//   - FLUSHALL, FLUSHDB and SWAPDB: their call counts in INFO commandstats
+//     grow (or, after a CONFIG RESETSTAT, are above 0 again);
 //   - a reload that points the family at a different Redis (markMoved).
 //
 // What it cannot tell apart: a failover inside a cluster shard keeps the
@@ -49,8 +50,13 @@ func (l *lostWatch) check(ctx context.Context, nodes []redisread.Node, log *slog
 			}
 			continue
 		}
-		if prev, ok := l.nodes[n.Addr]; ok && (prev.RunID != id.RunID || id.Flushes > prev.Flushes) {
-			l.suspect = true
+		if prev, ok := l.nodes[n.Addr]; ok {
+			// CONFIG RESETSTAT zeroes the counts: a flush after it may
+			// leave the count where it was, but not at 0.
+			reset := id.Commands < prev.Commands
+			if prev.RunID != id.RunID || id.Flushes > prev.Flushes || reset && id.Flushes > 0 {
+				l.suspect = true
+			}
 		}
 		l.nodes[n.Addr] = id
 	}

@@ -1,0 +1,191 @@
+package reliabilitytest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redistest"
+)
+
+// lostCase makes the family's data vanish; it returns the client that
+// reaches where the family reads now.
+type lostCase struct {
+	name   string
+	vanish func(t *testing.T, srv *redistest.Server, admin *redis.Client, e *exporter) *redis.Client
+}
+
+var ctx = context.Background()
+
+// TestVanishedDataIsLost: 20 holds, one released, then the data vanishes
+// in each way docs/design.md ("Lost, not released") lists and a few more.
+// The 19 left must end as lost (not released, not expired), with one
+// warning naming 19; and once that sweep is past, holds that end are
+// judged as usual again (a release is a release).
+func TestVanishedDataIsLost(t *testing.T) {
+	reloadTo := func(e *exporter, yaml string) {
+		if err := e.reload(yaml); err != nil {
+			t.Fatalf("reload: %v", err)
+		}
+	}
+	cases := []lostCase{
+		{"FLUSHALL", func(t *testing.T, _ *redistest.Server, a *redis.Client, _ *exporter) *redis.Client {
+			must(t, a.FlushAll(ctx).Err())
+			return a
+		}},
+		{"FLUSHALL ASYNC", func(t *testing.T, _ *redistest.Server, a *redis.Client, _ *exporter) *redis.Client {
+			must(t, a.FlushAllAsync(ctx).Err())
+			return a
+		}},
+		{"FLUSHDB", func(t *testing.T, _ *redistest.Server, a *redis.Client, _ *exporter) *redis.Client {
+			must(t, a.FlushDB(ctx).Err())
+			return a
+		}},
+		// A monitoring tool resets the command counts, then someone
+		// flushes: the flush count is back where it was.
+		{"CONFIG RESETSTAT then FLUSHALL", func(t *testing.T, _ *redistest.Server, a *redis.Client, _ *exporter) *redis.Client {
+			must(t, a.ConfigResetStat(ctx).Err())
+			must(t, a.FlushAll(ctx).Err())
+			return a
+		}},
+		// The family's database swapped with an empty one.
+		{"SWAPDB", func(t *testing.T, _ *redistest.Server, a *redis.Client, _ *exporter) *redis.Client {
+			must(t, a.Do(ctx, "SWAPDB", 0, 1).Err())
+			return a
+		}},
+		{"restart empty", func(t *testing.T, srv *redistest.Server, a *redis.Client, _ *exporter) *redis.Client {
+			srv.Restart()
+			return a
+		}},
+		// The flush happens while the config is reloaded: the new
+		// sweeper inherits what the old one knew of the server.
+		{"FLUSHALL across a reload", func(t *testing.T, srv *redistest.Server, a *redis.Client, e *exporter) *redis.Client {
+			must(t, a.FlushAll(ctx).Err())
+			reloadTo(e, configYAML(addrBlock(srv.Addr), "  interval: 2s\n  timeout: 5s\n  window: 10s\n", streamsFamily))
+			return a
+		}},
+		{"reload to another Redis", func(t *testing.T, _ *redistest.Server, _ *redis.Client, e *exporter) *redis.Client {
+			other := redistest.Start(t)
+			reloadTo(e, configYAML(addrBlock(other.Addr), quickSampling, streamsFamily))
+			return other.Client()
+		}},
+		{"reload to another database", func(t *testing.T, srv *redistest.Server, _ *redis.Client, e *exporter) *redis.Client {
+			reloadTo(e, configYAML(addrBlock(srv.Addr)+"  db: 3\n", quickSampling, streamsFamily))
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 3, DisableIdentity: true})
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			admin := srv.Client()
+			// A server that was flushed once before (at deployment): the
+			// flush count does not start at 0.
+			must(t, admin.FlushAll(ctx).Err())
+			seedHolds(t, admin, "u", 10, 2, redisNow(t, admin)+115_000)
+			e := newExporter(t, configYAML(addrBlock(srv.Addr), quickSampling, streamsFamily))
+			e.sweep()
+			must(t, admin.ZRem(ctx, streamKey("u0"), "s0").Err())
+			e.sweep()
+			exportertest.Expect(t, e.metrics(), map[string]float64{releasedS: 1, lostS: 0, liveS: 19})
+			e.logs.Take()
+
+			now := c.vanish(t, srv, admin, e)
+			exportertest.WaitFor(t, 10*time.Second, "a sweep of what the family reads now", func() bool { return e.trySweep() == nil })
+			exportertest.Expect(t, e.metrics(), map[string]float64{
+				lostS: 19, releasedS: 1, expiredS: 0, liveS: 0, upS: 1,
+				`slot_hold_duration_seconds_count{family="streams"}`: 20,
+			})
+			if w := e.records(slog.LevelWarn, "holds lost"); len(w) != 1 || w[0].Attrs["lost"] != "19" {
+				t.Errorf("want one warning naming 19 lost holds, got %+v", w)
+			}
+
+			// Afterwards, a release is a release again. (After a restart,
+			// a raw connection pooled from before it fails the first sweep
+			// that reads a key; at intervals above the pool's 2 s idle
+			// time no connection outlives a sweep.)
+			seedHolds(t, now, "v", 3, 1, redisNow(t, now)+115_000)
+			exportertest.WaitFor(t, 10*time.Second, "a sweep of the new holds", func() bool { return e.trySweep() == nil })
+			must(t, now.ZRem(ctx, streamKey("v0"), "s0").Err())
+			e.sweep()
+			exportertest.Expect(t, e.metrics(), map[string]float64{lostS: 19, releasedS: 2, liveS: 2, acquiresS: 23})
+		})
+	}
+}
+
+// TestReloadToTheSameRedisLosesNothing: a reload that changes the client
+// but not the data it reads (a dial timeout, the sampling) is no loss:
+// holds released around it are released.
+func TestReloadToTheSameRedisLosesNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	seedHolds(t, admin, "u", 10, 2, redisNow(t, admin)+115_000)
+	e := newExporter(t, configYAML(addrBlock(srv.Addr), quickSampling, streamsFamily))
+	e.sweep()
+	for u := range 10 {
+		must(t, admin.Del(ctx, streamKey(fmt.Sprintf("u%d", u))).Err())
+	}
+	if err := e.reload(configYAML(addrBlock(srv.Addr)+"  dial_timeout: 3s\n", "  interval: 2s\n  timeout: 5s\n  window: 20s\n", streamsFamily)); err != nil {
+		t.Fatal(err)
+	}
+	e.sweep()
+	exportertest.Expect(t, e.metrics(), map[string]float64{releasedS: 20, lostS: 0})
+	if w := e.records(slog.LevelWarn, "holds lost"); len(w) != 0 {
+		t.Errorf("a reload to the same Redis logged %+v", w)
+	}
+}
+
+// TestFailoverToALaggingReplicaIsLost: through Sentinel, the master takes
+// 10 holds of which the replica has only 6 (the replica's link was cut
+// before the last 4 were written) and dies; Sentinel promotes the replica.
+// The 4 holds it never had are lost, the 6 it has are still live.
+func TestFailoverToALaggingReplicaIsLost(t *testing.T) {
+	master := redistest.Start(t)
+	mc := master.Client()
+	replica := redistest.StartReplica(t, master)
+	sent := redistest.StartSentinel(t, "m", master, redistest.SentinelOptions{})
+	sent.WaitReplicas(1, 10*time.Second)
+
+	expiry := redisNow(t, mc) + 115_000
+	seedHolds(t, mc, "a", 6, 1, expiry)
+	redistest.WaitReplicated(t, master, 1)
+
+	e := newExporter(t, configYAML("  mode: sentinel\n  master_name: m\n  addrs: [\""+sent.Addr+"\"]\n", quickSampling, streamsFamily))
+	e.sweep()
+
+	// Freeze the replica and cut its link, so that what follows never
+	// reaches it; then the master takes 4 more holds and dies.
+	stopReplica(t, replica, true)
+	must(t, mc.ClientKillByFilter(ctx, "TYPE", "replica").Err())
+	seedHolds(t, mc, "b", 4, 1, expiry)
+	e.sweep()
+	exportertest.Expect(t, e.metrics(), map[string]float64{liveS: 10, acquiresS: 10})
+	e.logs.Take()
+	master.Kill()
+	stopReplica(t, replica, false)
+	if m := sent.WaitMasterNot(master.Addr, 30*time.Second); m != replica.Addr {
+		t.Fatalf("sentinel promoted %s, want %s", m, replica.Addr)
+	}
+	exportertest.WaitFor(t, 20*time.Second, "a sweep of the promoted replica", func() bool { return e.trySweep() == nil })
+	exportertest.Expect(t, e.metrics(), map[string]float64{lostS: 4, releasedS: 0, expiredS: 0, liveS: 6})
+	if w := e.records(slog.LevelWarn, "holds lost"); len(w) != 1 || w[0].Attrs["lost"] != "4" {
+		t.Errorf("want one warning naming 4 lost holds, got %+v", w)
+	}
+}
+
+// stopReplica freezes (SIGSTOP) or thaws (SIGCONT) a server.
+func stopReplica(t *testing.T, s *redistest.Server, stop bool) {
+	t.Helper()
+	sig := syscall.SIGCONT
+	if stop {
+		sig = syscall.SIGSTOP
+	}
+	must(t, syscall.Kill(s.PID(), sig))
+}
