@@ -15,23 +15,44 @@ import (
 
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/internal/tlstest"
+	"github.com/slotexporter/slot_exporter/internal/track"
 )
 
-// withRaw runs f with the raw reader on or off.
-func withRaw(t *testing.T, on bool, f func()) {
-	t.Helper()
-	old := rawReads
-	rawReads = on
-	defer func() { rawReads = old }()
-	f()
+// goRedisOnly hides the *redis.Client behind another type: the raw reader
+// takes only a *redis.Client, so reads through it go through go-redis.
+type goRedisOnly struct{ redis.Cmdable }
+
+// zsetPlan reads slot sets with at most maxMembers members member by
+// member; bigger ones are counted at edges.
+func zsetPlan(scanCount, maxMembers int64, edges Edges) *Plan {
+	return &Plan{Match: "s:*", ScanCount: scanCount, Reads: &ZSetReads{MaxMembers: maxMembers, Edges: edges}}
+}
+
+// readKeys reads keys through a fresh Reader (over a raw connection when
+// c is a plain *redis.Client) and returns the reads in key order.
+func readKeys(ctx context.Context, c redis.Cmdable, p *Plan, keys []string) ([]KeyRead, error) {
+	rd := NewReader(false)
+	defer rd.Close()
+	return readWith(ctx, rd, c, p, keys)
+}
+
+func readWith(ctx context.Context, rd *Reader, c redis.Cmdable, p *Plan, keys []string) ([]KeyRead, error) {
+	out := make(chan []KeyRead, len(keys))
+	err := rd.ReadKeys(ctx, c, p, keys, out)
+	close(out)
+	var reads []KeyRead
+	for b := range out {
+		reads = append(reads, b...)
+	}
+	return reads, err
 }
 
 // loadAwkward writes slot sets that exercise every branch of the reply
 // parser, and returns what each one's members must hash to.
-func loadAwkward(t *testing.T, c *redis.Client) map[string][]slotMember {
+func loadAwkward(t *testing.T, c *redis.Client) map[string][]Member {
 	t.Helper()
 	ctx := context.Background()
-	want := map[string][]slotMember{}
+	want := map[string][]Member{}
 	add := func(key string, ttl time.Duration, zs ...redis.Z) {
 		if err := c.ZAdd(ctx, key, zs...).Err(); err != nil {
 			t.Fatal(err)
@@ -40,13 +61,17 @@ func loadAwkward(t *testing.T, c *redis.Client) map[string][]slotMember {
 			c.PExpire(ctx, key, ttl)
 		}
 		d := xxhash.New()
-		var ms []slotMember
+		var ms []Member
 		got, err := c.ZRangeWithScores(ctx, key, 0, -1).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, z := range got {
-			ms = append(ms, slotMember{Hash: memberHash(d, key, z.Member.(string)), Score: z.Score})
+			m := z.Member.(string)
+			ms = append(ms, Member{Hash: hashMember(d, key, m), Score: z.Score})
+			if track.MemberHash(d, key, m) != ms[len(ms)-1].Hash {
+				t.Fatalf("%s %q: the reader and the tracker hash members differently", key, m)
+			}
 		}
 		want[key] = ms
 	}
@@ -72,66 +97,79 @@ func TestRawReadsMatchGoRedis(t *testing.T) {
 	c := srv.Client()
 	want := loadAwkward(t, c)
 	keys := []string{"s:{plain}", "s:{inf}", "s:{frac}", "s:{bytes}", "s:{huge}", "s:{big}", "s:{string}", "s:{missing}"}
-	p := &readPlan{kind: "slotset", match: "s:*", scanCount: 3, maxMembers: 5}
-	zc := &zcountPlan{now: "2", staleEdge: "3", futureEdge: "4"}
+	p := zsetPlan(3, 5, Edges{Expired: 2, StaleBelow: 3, FutureAbove: 4})
 	ctx := context.Background()
-	var raw, slow []keyRead
-	var err error
-	withRaw(t, true, func() { raw, err = readBatch(ctx, c, p, zc, keys) })
+	if rawClient(c) == nil {
+		t.Fatal("the raw reader refused a plain client")
+	}
+	raw, err := readKeys(ctx, c, p, keys)
 	if err != nil {
 		t.Fatalf("raw: %v", err)
 	}
-	withRaw(t, false, func() { slow, err = readBatch(ctx, c, p, zc, keys) })
+	slow, err := readKeys(ctx, goRedisOnly{c}, p, keys)
 	if err != nil {
 		t.Fatalf("go-redis: %v", err)
 	}
+	if len(raw) != len(keys) || len(slow) != len(keys) {
+		t.Fatalf("read %d and %d keys, want %d", len(raw), len(slow), len(keys))
+	}
+	// The go-redis path of one batch, without the Reader, agrees too.
+	direct := make([]KeyRead, len(keys))
+	if err := p.Reads.Read(ctx, c, keys, direct); err != nil {
+		t.Fatalf("ZSetReads.Read: %v", err)
+	}
 	for i, k := range keys {
-		// Time passes between the two reads.
-		raw[i].pttl, slow[i].pttl = min(raw[i].pttl, 1), min(slow[i].pttl, 1)
-		if fmt.Sprint(raw[i]) != fmt.Sprint(slow[i]) {
-			t.Errorf("%s:\n raw      %+v\n go-redis %+v", k, raw[i], slow[i])
+		// Time passes between the reads.
+		raw[i].PTTL, slow[i].PTTL, direct[i].PTTL = min(raw[i].PTTL, 1), min(slow[i].PTTL, 1), min(direct[i].PTTL, 1)
+		if fmt.Sprint(raw[i]) != fmt.Sprint(slow[i]) || fmt.Sprint(raw[i]) != fmt.Sprint(direct[i]) {
+			t.Errorf("%s:\n raw      %+v\n go-redis %+v\n direct   %+v", k, raw[i], slow[i], direct[i])
 		}
-		if w, ok := want[k]; ok && k != "s:{big}" && !slices.Equal(raw[i].members, w) {
-			t.Errorf("%s: members %+v, want %+v", k, raw[i].members, w)
+		if w, ok := want[k]; ok && k != "s:{big}" && !slices.Equal(raw[i].Members, w) {
+			t.Errorf("%s: members %+v, want %+v", k, raw[i].Members, w)
 		}
 	}
-	byKey := map[string]keyRead{}
+	byKey := map[string]KeyRead{}
 	for _, r := range raw {
-		byKey[r.key] = r
+		byKey[r.Key] = r
 	}
-	if r := byKey["s:{string}"]; !r.skip || r.skipReason != SkipWrongType {
+	if r := byKey["s:{string}"]; r.Status != Skipped || r.Skip != SkipWrongType {
 		t.Errorf("string key: %+v", r)
 	}
-	if r := byKey["s:{missing}"]; !r.gone {
+	if r := byKey["s:{missing}"]; r.Status != Gone {
 		t.Errorf("missing key: %+v", r)
 	}
-	if r := byKey["s:{big}"]; !r.oversized || r.counts != [numStates]int64{StateExpired: 2, StateStale: 1, StateLive: 1, StateFuture: 2} {
+	// Scores 1..6 against edges 2, 3, 4: a score at the expired edge is
+	// expired, one at the stale edge is live (it was stale before the
+	// rebuild: the ZCOUNT path now cuts where the per-member path does,
+	// see TestStateEdgesSameOnBothPaths in internal/sweep), one at the
+	// future edge is live.
+	if r := byKey["s:{big}"]; !r.Oversized || r.Ranges != [NumRanges]int64{RangeExpired: 2, RangeStale: 0, RangeLive: 2, RangeFuture: 2} || r.Newest != 4 {
 		t.Errorf("oversized key: %+v", r)
 	}
-	if r := byKey["s:{frac}"]; r.pttl != -1 {
-		t.Errorf("key without expiry: pttl %d", r.pttl)
+	if r := byKey["s:{frac}"]; r.PTTL != -1 {
+		t.Errorf("key without expiry: pttl %d", r.PTTL)
 	}
 
 	// A whole scan, with several batches in flight on one connection,
 	// sees the same as go-redis one batch at a time.
-	scan := func() map[string]string {
-		out := make(chan []keyRead, 100)
-		if err := scanNode(ctx, c, p, zc, out); err != nil {
+	scan := func(c redis.Cmdable) map[string]string {
+		rd := NewReader(false)
+		defer rd.Close()
+		out := make(chan []KeyRead, 100)
+		if err := rd.ScanNode(ctx, c, p, out); err != nil {
 			t.Fatalf("scan: %v", err)
 		}
 		close(out)
 		got := map[string]string{}
 		for b := range out {
 			for _, r := range b {
-				r.pttl = min(r.pttl, 1)
-				got[r.key] = fmt.Sprint(r)
+				r.PTTL = min(r.PTTL, 1)
+				got[r.Key] = fmt.Sprint(r)
 			}
 		}
 		return got
 	}
-	var a, b map[string]string
-	withRaw(t, true, func() { a = scan() })
-	withRaw(t, false, func() { b = scan() })
+	a, b := scan(c), scan(goRedisOnly{c})
 	if len(a) != len(keys)-1 || fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Errorf("scan:\n raw      %v\n go-redis %v", a, b)
 	}
@@ -157,9 +195,11 @@ func TestRawReadsManyBatches(t *testing.T) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p := &readPlan{kind: "slotset", match: "s:*", scanCount: 100, maxMembers: 10}
-	out := make(chan []keyRead, n)
-	if err := scanNode(ctx, c, p, &zcountPlan{}, out); err != nil {
+	p := zsetPlan(100, 10, Edges{})
+	rd := NewReader(false)
+	defer rd.Close()
+	out := make(chan []KeyRead, n)
+	if err := rd.ScanNode(ctx, c, p, out); err != nil {
 		t.Fatal(err)
 	}
 	close(out)
@@ -168,18 +208,18 @@ func TestRawReadsManyBatches(t *testing.T) {
 		for _, r := range b {
 			seen++
 			var i int
-			fmt.Sscanf(r.key, "s:{u%d}", &i)
+			fmt.Sscanf(r.Key, "s:{u%d}", &i)
 			switch {
 			case i%3 == 0:
-				if !r.skip {
-					t.Fatalf("%s: %+v", r.key, r)
+				if r.Status != Skipped {
+					t.Fatalf("%s: %+v", r.Key, r)
 				}
-			case len(r.members) != i%3:
-				t.Fatalf("%s: %d members, want %d", r.key, len(r.members), i%3)
+			case len(r.Members) != i%3:
+				t.Fatalf("%s: %d members, want %d", r.Key, len(r.Members), i%3)
 			}
-			for j, m := range r.members {
-				if m.Score != float64(i*10+j) || m.Hash != memberHash(d, r.key, fmt.Sprintf("m%d", j)) {
-					t.Fatalf("%s member %d: %+v", r.key, j, m)
+			for j, m := range r.Members {
+				if m.Score != float64(i*10+j) || m.Hash != hashMember(d, r.Key, fmt.Sprintf("m%d", j)) {
+					t.Fatalf("%s member %d: %+v", r.Key, j, m)
 				}
 			}
 		}
@@ -204,7 +244,7 @@ func TestRawReadsAuthAndDB(t *testing.T) {
 	db3 := redis.NewClient(&redis.Options{Addr: srv.Addr, Password: "adminpw", DB: 3})
 	defer db3.Close()
 	db3.ZAdd(ctx, "s:{a}", redis.Z{Score: 7, Member: "x"})
-	p := &readPlan{kind: "slotset", match: "s:*", scanCount: 10, maxMembers: 10}
+	p := zsetPlan(10, 10, Edges{})
 	cases := []struct {
 		name    string
 		opt     redis.Options
@@ -226,7 +266,7 @@ func TestRawReadsAuthAndDB(t *testing.T) {
 		if rawClient(c) == nil {
 			t.Fatalf("%s: the raw reader refused the client", tc.name)
 		}
-		reads, err := readBatch(ctx, c, p, &zcountPlan{}, []string{"s:{a}"})
+		reads, err := readKeys(ctx, c, p, []string{"s:{a}"})
 		c.Close()
 		switch {
 		case tc.wantErr != "":
@@ -235,7 +275,7 @@ func TestRawReadsAuthAndDB(t *testing.T) {
 			}
 		case err != nil:
 			t.Errorf("%s: %v", tc.name, err)
-		case len(reads[0].members) != 1 || reads[0].members[0].Score != 7:
+		case len(reads) != 1 || len(reads[0].Members) != 1 || reads[0].Members[0].Score != 7:
 			t.Errorf("%s: read %+v from db 3", tc.name, reads[0])
 		}
 	}
@@ -252,8 +292,11 @@ func TestRawReadsTLS(t *testing.T) {
 	if err := c.ZAdd(ctx, "s:{tls}", redis.Z{Score: 5, Member: "m"}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	reads, err := readBatch(ctx, c, &readPlan{kind: "slotset", maxMembers: 10}, &zcountPlan{}, []string{"s:{tls}"})
-	if err != nil || len(reads[0].members) != 1 || reads[0].members[0].Score != 5 {
+	if rawClient(c) == nil {
+		t.Fatal("the raw reader refused a TLS client")
+	}
+	reads, err := readKeys(ctx, c, zsetPlan(10, 10, Edges{}), []string{"s:{tls}"})
+	if err != nil || len(reads) != 1 || len(reads[0].Members) != 1 || reads[0].Members[0].Score != 5 {
 		t.Fatalf("read over TLS: %+v %v", reads, err)
 	}
 }
@@ -274,18 +317,40 @@ func TestRawReadsCancel(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := readBatch(cctx, c, &readPlan{kind: "slotset", maxMembers: 10}, &zcountPlan{}, []string{"s:{a}"})
+	rd := NewReader(false)
+	defer rd.Close()
+	_, err := readWith(cctx, rd, c, zsetPlan(10, 10, Edges{}), []string{"s:{a}"})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v, want the context's deadline", err)
 	}
 	if d := time.Since(start); d > 1500*time.Millisecond {
 		t.Fatalf("returned after %v, not at the deadline", d)
 	}
-	respPool.Lock()
-	idle := len(respPool.idle[c])
-	respPool.Unlock()
+	rd.pool.mu.Lock()
+	idle := len(rd.pool.idle[c])
+	rd.pool.mu.Unlock()
 	if idle != 0 {
 		t.Fatalf("a connection with a reply in flight went back to the pool")
+	}
+}
+
+// TestRawReadsReadOnly: a Reader made for cluster replicas sends READONLY
+// on its raw connections, one made for masters does not. A standalone
+// server refuses READONLY, which makes the difference visible.
+func TestRawReadsReadOnly(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	c.ZAdd(ctx, "s:{a}", redis.Z{Score: 1, Member: "x"})
+	p := zsetPlan(10, 10, Edges{})
+	if reads, err := readKeys(ctx, c, p, []string{"s:{a}"}); err != nil || len(reads) != 1 || len(reads[0].Members) != 1 {
+		t.Fatalf("for masters: %+v %v", reads, err)
+	}
+	rd := NewReader(true)
+	defer rd.Close()
+	_, err := readWith(ctx, rd, c, p, []string{"s:{a}"})
+	if err == nil || !strings.Contains(err.Error(), "READONLY") {
+		t.Fatalf("for replicas: err %v, want READONLY refused by a server that is not in a cluster", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
@@ -66,19 +67,19 @@ func TestMillionMemberSet(t *testing.T) {
 	}
 	t.Logf("loaded %d members in %s", members, time.Since(start).Round(time.Millisecond))
 
-	h := newHarness(t, rc, fmt.Sprintf(twoFamilies, srv.Addr, 1000, 500))
+	h := exportertest.New(t, rc, twoFamilies(srv.Addr, 1000, 500))
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	const sweeps = 3
 	for range sweeps {
-		h.sweep()
+		h.Sweep()
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 
-	got := h.metrics()
-	expect(t, got, map[string]float64{
+	got := h.Metrics()
+	exportertest.Expect(t, got, map[string]float64{
 		`slot_members{family="streams",state="expired"}`:                        200_000,
 		`slot_members{family="streams",state="stale"}`:                          100_000,
 		`slot_members{family="streams",state="future"}`:                         100_000,
@@ -130,10 +131,10 @@ func TestBadDataEdges(t *testing.T) {
 	rc.Set(ctx, "c:empty", "", 0)
 	rc.Set(ctx, "c:a\xffb", 1, 0) // an invalid byte
 	rc.Set(ctx, `c:a\xffb`, 2, 0) // the same, spelt out
-	h := newHarness(t, rc, fmt.Sprintf(twoFamilies, srv.Addr, 20, 500))
-	h.sweep()
-	got := h.metrics()
-	expect(t, got, map[string]float64{
+	h := exportertest.New(t, rc, twoFamilies(srv.Addr, 20, 500))
+	h.Sweep()
+	got := h.Metrics()
+	exportertest.Expect(t, got, map[string]float64{
 		`slot_exporter_keys_skipped_total{family="streams",reason="oversized"}`: 1,
 		`slot_exporter_keys_skipped_total{family="streams",reason="bad_user"}`:  1,
 		`slot_exporter_keys_skipped_total{family="legacy",reason="bad_value"}`:  2,
@@ -145,5 +146,33 @@ func TestBadDataEdges(t *testing.T) {
 		fmt.Sprintf(`slot_user_used_max{family="legacy",user=%q}`, `a\\xffb`):   2,
 		`slot_users_active{family="legacy"}`:                                    2,
 		`slot_exporter_up`:                                                      1,
+	})
+}
+
+// TestOversizedSetExpiringEarly: a set whose key expires before its newest
+// live slot is counted as expiring early whether it is read member by
+// member or counted as oversized (then from its newest unexpired score).
+func TestOversizedSetExpiringEarly(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	now := time.Now()
+	write := func(key string, n int, keyTTL time.Duration) {
+		zs := make([]redis.Z, n)
+		for i := range zs {
+			// The newest slot is live for another 115s, older ones less.
+			zs[i] = redis.Z{Score: float64(now.Add(115*time.Second - time.Duration(i)*time.Second).UnixMilli()), Member: strconv.Itoa(i)}
+		}
+		rc.ZAdd(ctx, key, zs...)
+		rc.PExpire(ctx, key, keyTTL)
+	}
+	write("s:{small}", 3, 30*time.Second)   // read member by member
+	write("s:{big}", 30, 30*time.Second)    // oversized
+	write("s:{bigok}", 30, 240*time.Second) // oversized, expires after its slots
+	h := exportertest.New(t, rc, twoFamilies(srv.Addr, 20, 500))
+	h.Sweep()
+	exportertest.Expect(t, h.Metrics(), map[string]float64{
+		`slot_sets_expiring_early{family="streams"}`:                            2,
+		`slot_exporter_keys_skipped_total{family="streams",reason="oversized"}`: 2,
 	})
 }

@@ -10,54 +10,67 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slotexporter/slot_exporter/collector"
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
+	"github.com/slotexporter/slot_exporter/internal/sweep"
 )
 
-const notifyConfig = `
-redis:
-  addr: %q
-sampling:
-  interval: 100ms
-  discovery: notify
-  full_scan_interval: 1h
-families:
-  - name: streams
-    kind: slotset
-    match: "s:*"
-    limit: 3
-    ttl: 120s
-    heartbeat_interval: 20s
-    max_hold: 15m
-  - name: legacy
-    kind: counter
-    match: "c:*"
-    limit: 3
-`
+func notifyConfig(addr string) string {
+	return redisproc.Config{
+		Addr:     addr,
+		Sampling: []string{"interval: 100ms", "discovery: notify", "full_scan_interval: 1h"},
+		Families: shortFamilies(),
+	}.YAML()
+}
 
+// TestNotifyRefusedWithoutKeyspaceEvents: sweep.New refuses discovery:
+// notify on a Redis that does not publish the events it needs, names what
+// is missing and how to set it, and leaves the sweeper it was to replace
+// running; once the events are on, the new sweeper takes over and stops
+// the old one.
 func TestNotifyRefusedWithoutKeyspaceEvents(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(notifyConfig, srv.Addr)))
+	ctx := context.Background()
+	cfg, err := config.Parse([]byte(notifyConfig(srv.Addr)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = collector.CheckNotify(context.Background(), rc, cfg)
+	rc.Set(ctx, "c:{x}", 1, 0)
+	prev := exportertest.New(t, rc, twoFamilies(srv.Addr, 100, 100))
+	prev.Sweeper.Start()
+	scanned := func() float64 { return prev.Metrics()[`slot_exporter_keys_scanned_total{family="legacy"}`] }
+	exportertest.WaitFor(t, 10*time.Second, "the old sweeper's first sweep", func() bool { return scanned() > 0 })
+
+	_, err = sweep.New(ctx, cfg, rc, exportertest.Quiet(), prev.Sweeper)
 	want := `sampling.discovery: notify needs keyspace notifications, but ` + srv.Addr +
 		` has notify-keyspace-events="" (missing "Kgxez$"); set it with: CONFIG SET notify-keyspace-events Kgxez$`
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("got %v\nwant prefix %s", err, want)
 	}
 	// Partly set: only what is missing is named.
-	rc.ConfigSet(context.Background(), "notify-keyspace-events", "Kz")
-	err = collector.CheckNotify(context.Background(), rc, cfg)
+	rc.ConfigSet(ctx, "notify-keyspace-events", "Kz")
+	_, err = sweep.New(ctx, cfg, rc, exportertest.Quiet(), prev.Sweeper)
 	if err == nil || !strings.Contains(err.Error(), `(missing "gxe$")`) {
 		t.Fatalf("got %v", err)
 	}
-	rc.ConfigSet(context.Background(), "notify-keyspace-events", "KA")
-	if err := collector.CheckNotify(context.Background(), rc, cfg); err != nil {
+	// Refused twice, the old sweeper still sweeps (its interval is 1s).
+	before := scanned()
+	exportertest.WaitFor(t, 5*time.Second, "the old sweeper to go on after a refused config", func() bool { return scanned() > before })
+
+	rc.ConfigSet(ctx, "notify-keyspace-events", "KA")
+	s, err := sweep.New(ctx, cfg, rc, exportertest.Quiet(), prev.Sweeper)
+	if err != nil {
 		t.Fatalf("KA covers everything: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	// New stopped the old sweeper: no sweep of it starts any more.
+	before = scanned()
+	time.Sleep(2500 * time.Millisecond)
+	if after := scanned(); after != before {
+		t.Errorf("the replaced sweeper still sweeps: keys scanned %v -> %v", before, after)
 	}
 }
 
@@ -79,11 +92,10 @@ func TestNotifyFollowsKeyspace(t *testing.T) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, rc, fmt.Sprintf(notifyConfig, srv.Addr))
-	t.Cleanup(func() { h.s.Stop() })
-	h.sweep() // subscribes, then one full scan per family
-	expect(t, h.metrics(), map[string]float64{`slot_sets{family="streams"}`: 10, `slot_sets{family="legacy"}`: 1})
-	scans := scanCalls(t, rc)
+	h := exportertest.New(t, rc, notifyConfig(srv.Addr))
+	h.Sweep() // subscribes, then one full scan per family
+	exportertest.Expect(t, h.Metrics(), map[string]float64{`slot_sets{family="streams"}`: 10, `slot_sets{family="legacy"}`: 1})
+	scans := exportertest.Calls(t, rc, "scan")
 
 	// Changes arrive as events: new keys, a deleted key, an expired key,
 	// a counter set after start.
@@ -93,35 +105,20 @@ func TestNotifyFollowsKeyspace(t *testing.T) {
 	rc.PExpire(ctx, "s:{u1}", 10*time.Millisecond)
 	rc.Set(ctx, "c:{y}", 2, 0)
 	time.Sleep(300 * time.Millisecond) // the expiry, and the events, land
-	h.sweep()
-	expect(t, h.metrics(), map[string]float64{
+	h.Sweep()
+	exportertest.Expect(t, h.Metrics(), map[string]float64{
 		`slot_sets{family="streams"}`:                                 10, // 10 + 2 - 2
 		`slot_sets{family="legacy"}`:                                  2,
 		`slot_acquires_total{family="streams"}`:                       12,
 		`slot_holds_ended_total{family="streams",outcome="released"}`: 2,
 	})
-	if got := scanCalls(t, rc); got != scans {
+	if got := exportertest.Calls(t, rc, "scan"); got != scans {
 		t.Errorf("SCAN ran %d more times after the first sweep; notify mode must not scan between full scans", got-scans)
 	}
 	// The keys read per sweep are the family's, not the 20,000 unrelated.
-	before := h.metrics()[`slot_exporter_keys_scanned_total{family="streams"}`]
-	h.sweep()
-	if d := h.metrics()[`slot_exporter_keys_scanned_total{family="streams"}`] - before; d != 10 {
+	before := h.Metrics()[`slot_exporter_keys_scanned_total{family="streams"}`]
+	h.Sweep()
+	if d := h.Metrics()[`slot_exporter_keys_scanned_total{family="streams"}`] - before; d != 10 {
 		t.Errorf("a notify sweep read %v keys, want 10", d)
 	}
-}
-
-func scanCalls(t *testing.T, rc *redis.Client) int {
-	t.Helper()
-	s, err := rc.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(s, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_scan:calls="); ok {
-			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			return n
-		}
-	}
-	return 0
 }

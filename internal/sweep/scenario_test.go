@@ -10,35 +10,26 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/limiter"
 )
 
-const scenarioConfig = `
-redis:
-  addr: %q
-sampling:
-  interval: 500ms
-  timeout: 5s
-  window: 1s
-leaks:
-  floor_window: 2s
-  per_user_series: 100
-families:
-  - name: streams
-    kind: slotset
-    match: "t:streams:*"
-    user: '^t:streams:\{?([^}]+)\}?$'
-    limit: 3
-    ttl: 2s
-    heartbeat_interval: 200ms
-    max_hold: 3s
-    clock_skew_tolerance: 500ms
-  - name: legacy
-    kind: counter
-    match: "t:legacy:*"
-    limit: 3
-`
+// scenarioConfig is the common families at a fast pace (ttl 2s, heartbeats
+// every 200ms); the counter family has no user regexp, so its user is what
+// the * matched, braces included.
+func scenarioConfig(addr string) string {
+	slots, counters := redisproc.Slots(), redisproc.Counters()
+	slots.TTL, slots.Heartbeat, slots.MaxHold, slots.Skew = 2*time.Second, 200*time.Millisecond, 3*time.Second, 500*time.Millisecond
+	counters.User = ""
+	return redisproc.Config{
+		Addr:     addr,
+		Sampling: []string{"interval: 500ms", "timeout: 5s", "window: 1s"},
+		Leaks:    []string{"floor_window: 2s", "per_user_series: 100"},
+		Families: []redisproc.Family{slots, counters},
+	}.YAML()
+}
 
 // holder is one simulated stream, driven through the real limiter.
 type holder struct {
@@ -49,7 +40,7 @@ type holder struct {
 	beats     []time.Time
 }
 
-func (h *holder) key() string { return "t:streams:{" + h.user + "}" }
+func (h *holder) key() string { return redisproc.SlotKey(h.user) }
 
 // TestScenarioKnownTruth drives the limiter so the answer is known (killed
 // holders, zombies, future scores, leaked and negative counters, a user over
@@ -59,7 +50,7 @@ func TestScenarioKnownTruth(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client()
 	ctx := context.Background()
-	h := newHarness(t, rc, fmt.Sprintf(scenarioConfig, srv.Addr))
+	h := exportertest.New(t, rc, scenarioConfig(srv.Addr))
 	lim := limiter.New(rc, limiter.Options{TTL: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond})
 
 	start := time.Now()
@@ -84,7 +75,7 @@ func TestScenarioKnownTruth(t *testing.T) {
 		mu.Lock()
 		sweeps = append(sweeps, time.Now())
 		mu.Unlock()
-		h.sweep()
+		h.Sweep()
 	}
 
 	// Heartbeats every 200ms for every holder still beating.
@@ -140,40 +131,46 @@ func TestScenarioKnownTruth(t *testing.T) {
 	}
 	acquire(&holder{user: "z1", id: "s1"}, &holder{user: "z2", id: "s1"})
 	for _, u := range []string{"f1", "f2"} {
-		k := "t:streams:{" + u + "}"
+		k := redisproc.SlotKey(u)
 		rc.ZAdd(ctx, k, redis.Z{Score: float64(time.Now().UnixMilli()) * 1000, Member: "unit-bug"})
 		rc.PExpire(ctx, k, time.Minute)
 	}
-	rc.Set(ctx, "t:legacy:{c1}", 1, 0)
-	rc.Set(ctx, "t:legacy:{c2}", 1, 0)
-	rc.Set(ctx, "t:legacy:{c3}", 1, 0)
-	rc.Set(ctx, "t:legacy:{n1}", -1, 0)
+	rc.Set(ctx, redisproc.CounterPrefix+"{c1}", 1, 0)
+	rc.Set(ctx, redisproc.CounterPrefix+"{c2}", 1, 0)
+	rc.Set(ctx, redisproc.CounterPrefix+"{c3}", 1, 0)
+	rc.Set(ctx, redisproc.CounterPrefix+"{n1}", -1, 0)
 
 	at(100 * time.Millisecond)
 	sweep()
 	at(500 * time.Millisecond)
 	sweep()
-	// t=1s: healthy streams end; c3 DECRs; "early" starts heartbeating
-	// without refreshing its key's expiry.
-	at(time.Second)
-	rc.Decr(ctx, "t:legacy:{c3}")
+	// t=0.6s: "early" heartbeats without refreshing its key's expiry: the
+	// key expires at 4.6s (2 x ttl after the acquire) while its slot's
+	// expiry keeps moving ahead, 0.8s past the key's by t=3.5s. Since the
+	// rebuild a gap within clock_skew_tolerance (500ms) is tolerated, so
+	// the gap must have grown past it by the time it is checked; and
+	// first seen at 1.1s, it is not held past max_hold (3s) by then.
+	at(600 * time.Millisecond)
 	acquire(&holder{user: "early", id: "s1", noRefresh: true})
+	// t=1s: healthy streams end; c3 DECRs.
+	at(time.Second)
+	rc.Decr(ctx, redisproc.CounterPrefix+"{c3}")
 	at(1100 * time.Millisecond)
 	sweep()
 	at(1500 * time.Millisecond)
 	sweep()
-	floorEarly := h.metrics()[`slot_user_floor_seconds{family="streams",user="z1"}`]
+	floorEarly := h.Metrics()[`slot_user_floor_seconds{family="streams",user="z1"}`]
 
 	// t=2s: a user over its limit (three granted, one written past the
 	// cap) and a set with no TTL at all.
 	at(2 * time.Second)
 	acquire(&holder{user: "over", id: "s1"}, &holder{user: "over", id: "s2"}, &holder{user: "over", id: "s3"})
-	rc.ZAdd(ctx, "t:streams:{over}", redis.Z{Score: float64(time.Now().Add(2 * time.Second).UnixMilli()), Member: "s4"})
-	rc.ZAdd(ctx, "t:streams:{nottl}", redis.Z{Score: float64(time.Now().Add(2 * time.Second).UnixMilli()), Member: "s1"})
+	rc.ZAdd(ctx, redisproc.SlotKey("over"), redis.Z{Score: float64(time.Now().Add(2 * time.Second).UnixMilli()), Member: "s4"})
+	rc.ZAdd(ctx, redisproc.SlotKey("nottl"), redis.Z{Score: float64(time.Now().Add(2 * time.Second).UnixMilli()), Member: "s1"})
 	mu.Lock()
 	holders = append(holders, &holder{user: "over", id: "s4"}, &holder{user: "nottl", id: "s1", noRefresh: true})
 	mu.Unlock()
-	if granted, used, _ := lim.Acquire(ctx, "t:streams:{over}", "s5", 3); granted || used != 4 {
+	if granted, used, _ := lim.Acquire(ctx, redisproc.SlotKey("over"), "s5", 3); granted || used != 4 {
 		t.Fatalf("a fifth acquire for a user at 4/3 must be refused: granted=%v used=%d", granted, used)
 	}
 	// Sweeps fall on odd tenths, beats on even ones, so that no beat races
@@ -182,8 +179,8 @@ func TestScenarioKnownTruth(t *testing.T) {
 		at(d * time.Millisecond)
 		sweep()
 	}
-	got := h.metrics()
-	expect(t, got, map[string]float64{
+	got := h.Metrics()
+	exportertest.Expect(t, got, map[string]float64{
 		`slot_members{family="streams",state="live"}`:                 6, // over x4, early, nottl
 		`slot_members{family="streams",state="zombie"}`:               2,
 		`slot_members{family="streams",state="future"}`:               2,
@@ -270,8 +267,8 @@ func TestScenarioKnownTruth(t *testing.T) {
 	at(3700 * time.Millisecond)
 	acquire(&holder{user: "k1", id: "s2"})
 	sweep()
-	got = h.metrics()
-	expect(t, got, map[string]float64{
+	got = h.Metrics()
+	exportertest.Expect(t, got, map[string]float64{
 		`slot_holds_ended_total{family="streams",outcome="expired"}`:  1,
 		`slot_holds_ended_total{family="streams",outcome="released"}`: 3,
 		`slot_acquires_total{family="streams"}`:                       17,

@@ -10,31 +10,30 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
-const twoFamilies = `
-redis:
-  addr: %q
-sampling:
-  interval: 1s
-  max_members_per_key: %d
-leaks:
-  per_user_series: %d
-families:
-  - name: streams
-    kind: slotset
-    match: "s:*"
-    user: '^s:\{([^}]+)\}$'
-    limit: 3
-    ttl: 120s
-    heartbeat_interval: 20s
-    max_hold: 15m
-  - name: legacy
-    kind: counter
-    match: "c:*"
-    limit: 3
-`
+// twoFamilies is the common pair of families over short key names, s:{user}
+// and c:<user>: the slot family takes only a braced, non-empty user, so
+// that keys without one are skipped as bad_user; the counter family's user
+// is whatever the * matched.
+func twoFamilies(addr string, maxMembers, perUserSeries int) string {
+	return redisproc.Config{
+		Addr:     addr,
+		Sampling: []string{"interval: 1s", fmt.Sprintf("max_members_per_key: %d", maxMembers)},
+		Leaks:    []string{fmt.Sprintf("per_user_series: %d", perUserSeries)},
+		Families: shortFamilies(),
+	}.YAML()
+}
+
+func shortFamilies() []redisproc.Family {
+	slots, counters := redisproc.Slots(), redisproc.Counters()
+	slots.Match, slots.User = "s:*", `^s:\{([^}]+)\}$`
+	counters.Match, counters.User = "c:*", ""
+	return []redisproc.Family{slots, counters}
+}
 
 // TestBadKeysAreSkippedNotFatal: keys that match a family but cannot be used
 // are counted by reason, and the rest of the sweep goes on.
@@ -62,10 +61,10 @@ func TestBadKeysAreSkippedNotFatal(t *testing.T) {
 		redis.Z{Score: live, Member: strings.Repeat("m", 1<<20)})
 	rc.ZAdd(ctx, "s:{\xff\xfeuser\"\n}", redis.Z{Score: live, Member: "a"})
 
-	h := newHarness(t, rc, fmt.Sprintf(twoFamilies, srv.Addr, 20, 500))
-	h.sweep()
-	got := h.metrics()
-	expect(t, got, map[string]float64{
+	h := exportertest.New(t, rc, twoFamilies(srv.Addr, 20, 500))
+	h.Sweep()
+	got := h.Metrics()
+	exportertest.Expect(t, got, map[string]float64{
 		`slot_exporter_keys_skipped_total{family="streams",reason="wrong_type"}`: 2,
 		`slot_exporter_keys_skipped_total{family="streams",reason="bad_user"}`:   1,
 		`slot_exporter_keys_skipped_total{family="streams",reason="oversized"}`:  1,
@@ -128,10 +127,10 @@ func TestSeriesCap(t *testing.T) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, rc, fmt.Sprintf(twoFamilies, srv.Addr, 1000, 50))
-	h.sweep()
-	got := h.metrics()
-	users := series(got, "slot_user_used_max")
+	h := exportertest.New(t, rc, twoFamilies(srv.Addr, 1000, 50))
+	h.Sweep()
+	got := h.Metrics()
+	users := exportertest.Series(got, "slot_user_used_max")
 	if len(users) != 50 {
 		t.Fatalf("got %d per-user series, want 50", len(users))
 	}
@@ -145,13 +144,13 @@ func TestSeriesCap(t *testing.T) {
 			t.Errorf("over-limit user over%02d: used_max %v, want 4", i, v)
 		}
 	}
-	expect(t, got, map[string]float64{
+	exportertest.Expect(t, got, map[string]float64{
 		`slot_exporter_user_series_dropped{family="streams"}`: 10030 - 50,
 		`slot_users_active{family="streams"}`:                 10030,
 		`slot_users_over_limit{family="streams"}`:             10,
 		`slot_members{family="streams",state="future"}`:       20,
 	})
-	if n := len(series(got, "slot_user_floor_seconds")); n != 50 {
+	if n := len(exportertest.Series(got, "slot_user_floor_seconds")); n != 50 {
 		t.Errorf("slot_user_floor_seconds has %d series, want 50", n)
 	}
 }
