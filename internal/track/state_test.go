@@ -146,3 +146,48 @@ func TestFloorTracker(t *testing.T) {
 		t.Errorf("users with nothing to report must be forgotten, %d left", f.Len())
 	}
 }
+
+// TestEndedOutcome: a vanished hold is judged by its own last expiry, not
+// by the state it was last seen in. Before the rebuild a member last seen
+// stale counted as expired when it vanished; now it is a release while its
+// expiry is still ahead.
+func TestEndedOutcome(t *testing.T) {
+	const now = 1_000_000
+	for _, c := range []struct {
+		name   string
+		expiry float64
+		lost   bool
+		want   Outcome
+	}{
+		{"expiry ahead", now + 1, false, OutcomeReleased},
+		{"expiry now", now, false, OutcomeExpired},
+		{"expiry past", now - 1, false, OutcomeExpired},
+		{"lost wins", now + 1, true, OutcomeLost},
+		{"lost wins over expired", now - 1, true, OutcomeLost},
+	} {
+		if got := EndedOutcome(c.expiry, now, c.lost); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, outcomeNames[got], outcomeNames[c.want])
+		}
+	}
+
+	r := Rules{TTL: 2000, Heartbeat: 200, StaleAfter: 400, MaxHold: 60000, Skew: 500, Unit: 1}
+	tr := NewMemberTracker()
+	at := int64(10_000)
+	// Last heartbeat 1s ago: stale, its expiry 1s ahead.
+	if o := tr.Observe(1, 7, float64(at+1000), at, bp(&r, at), &r); o.State != StateStale {
+		t.Fatalf("setup: %+v, want stale", o)
+	}
+	// Last heartbeat 2.5s ago: expired half a second ago.
+	tr.Observe(2, 7, float64(at-500), at, bp(&r, at), &r)
+	// Both gone half a second later: the stale one before its expiry.
+	e := tr.Sweep(at+500, nil, false, &r)
+	if e.Count[OutcomeReleased] != 1 || e.Count[OutcomeExpired] != 1 {
+		t.Fatalf("ended: %+v, want one released (stale, expiry ahead) and one expired", e)
+	}
+	// The ambiguous case: an expiry between the two sweeps counts as
+	// expired.
+	tr.Observe(3, 7, float64(at+1000), at+500, bp(&r, at+500), &r)
+	if e := tr.Sweep(at+1500, nil, false, &r); e.Count[OutcomeExpired] != 1 {
+		t.Fatalf("expiry between the sweeps: %+v, want expired", e)
+	}
+}
