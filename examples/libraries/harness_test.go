@@ -164,6 +164,7 @@ type exporter struct {
 	cmd     *exec.Cmd
 	log     *syncBuffer
 	done    chan struct{}
+	started time.Time
 
 	mu         sync.Mutex
 	invariants []invariant
@@ -230,7 +231,7 @@ func startExporter(t *testing.T, example, redisAddr string, ov overrides) *expor
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
-	e := &exporter{t: t, example: filepath.Base(example), url: "http://" + addr, log: &syncBuffer{}, done: make(chan struct{})}
+	e := &exporter{t: t, example: filepath.Base(example), url: "http://" + addr, log: &syncBuffer{}, done: make(chan struct{}), started: time.Now()}
 	e.cmd = exec.Command(bin, "--config.file="+path, "--web.listen-address="+addr, "--log.level=debug")
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	if err := e.cmd.Start(); err != nil {
@@ -264,11 +265,18 @@ func startExporter(t *testing.T, example, redisAddr string, ov overrides) *expor
 	}
 }
 
-// always registers a check that every later scrape must pass.
-func (e *exporter) always(what string, check func(metrics) error) {
+// always registers a check that every later scrape must pass, until the
+// returned stop is called.
+func (e *exporter) always(what string, check func(metrics) error) (stop func()) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.invariants = append(e.invariants, invariant{what: what, check: check})
+	i := len(e.invariants) - 1
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.invariants[i].check = func(metrics) error { return nil }
+	}
 }
 
 func (e *exporter) scrape() (metrics, error) {
@@ -500,6 +508,23 @@ type holder struct {
 	truth    event
 	acquired time.Time
 	ended    time.Time
+	// When the library refreshed (any holder of the process), from its
+	// "refresh" events.
+	mu           sync.Mutex
+	refreshTimes []time.Time
+}
+
+// refreshesSince counts the refreshes made after t.
+func (h *holder) refreshesSince(t time.Time) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.refreshTimes {
+		if r.After(t) {
+			n++
+		}
+	}
+	return n
 }
 
 func startHolder(t *testing.T, name string, argv ...string) *holder {
@@ -524,6 +549,12 @@ func startHolder(t *testing.T, name string, argv ...string) *holder {
 			var ev event
 			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 				fmt.Fprintf(h.stderr, "not JSON on stdout: %q\n", sc.Text())
+				continue
+			}
+			if ev.str("event") == "refresh" {
+				h.mu.Lock()
+				h.refreshTimes = append(h.refreshTimes, time.Now())
+				h.mu.Unlock()
 				continue
 			}
 			h.events <- ev
@@ -588,8 +619,7 @@ func (h *holder) kill() {
 }
 
 // runOnce runs a one-shot driver command and returns its single event.
-func runOnce(t *testing.T, argv ...string) event {
-	t.Helper()
+func runOnce(argv ...string) (event, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -597,30 +627,34 @@ func runOnce(t *testing.T, argv ...string) event {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, stderr.String())
+		return nil, fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, stderr.String())
 	}
 	var ev event
 	if err := json.Unmarshal(bytes.TrimSpace(out), &ev); err != nil {
-		t.Fatalf("%s: %v in %q", strings.Join(argv, " "), err, out)
+		return nil, fmt.Errorf("%s: %v in %q", strings.Join(argv, " "), err, out)
 	}
-	return ev
+	return ev, nil
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// refreshBounds is the range of refreshes the holders made: one every
-// interval from acquire to end, give or take one per holder for the
-// phase of the timer against the test's own clock.
-func refreshBounds(interval time.Duration, hs ...*holder) (lo, hi float64) {
+// heartbeatBounds is the range of heartbeats the exporter can have
+// inferred from the refreshes the holders made while it ran: each refresh
+// it saw is one; a refresh before its first sweep of a member is not seen,
+// nor a holder's last when the holder ended before the next sweep.
+func heartbeatBounds(e *exporter, hs ...*holder) (lo, hi float64) {
 	for _, h := range hs {
-		n := float64(len(h.truth.strs("holders")))
-		end := h.ended
-		if end.IsZero() {
-			end = time.Now()
-		}
-		k := float64(end.Sub(h.acquired) / interval)
-		lo += n * max(0, k-1)
-		hi += n * (k + 1)
+		holders := float64(len(h.truth.strs("holders")))
+		hi += float64(h.refreshesSince(e.started))
+		lo += max(0, float64(h.refreshesSince(e.started.Add(2*sweepInterval)))-holders)
 	}
 	return lo, hi
+}
+
+func refreshSummary(e *exporter, hs ...*holder) string {
+	var parts []string
+	for _, h := range hs {
+		parts = append(parts, fmt.Sprintf("%s: %d refreshes while the exporter ran", h.name, h.refreshesSince(e.started)))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -17,7 +17,8 @@
 // prints {"event":"released"} and exits 0. Killing the process with SIGKILL
 // is a holder that dies without releasing. With --work-ms the "work" ends
 // after that long ({"event":"work_done"}) but the refresh goes on and nothing
-// is released: a refresh loop that outlived its work (a zombie).
+// is released: a refresh loop that outlived its work (a zombie). Each
+// refresh prints {"event":"refresh"}.
 //
 // --skew-ms shifts this process's clock (Date.now), as a client host whose
 // clock is off would: redis-semaphore writes the client's time as the score.
@@ -132,6 +133,19 @@ function onLost(err) {
   emit({ event: 'lost', error: String(err && err.message ? err.message : err) });
 }
 
+// countRefreshes reports each refresh the library's own timer makes, so
+// the truth has the exact number of heartbeats written. It wraps the
+// instance's _refresh (the method Lock's timer calls) and changes nothing
+// of what it does.
+function countRefreshes(lock) {
+  const refresh = lock._refresh.bind(lock);
+  lock._refresh = async () => {
+    const ok = await refresh();
+    emit({ event: 'refresh', holder: lock.identifier, ok });
+    return ok;
+  };
+}
+
 async function holdSemaphore(kind) {
   const { Semaphore, Mutex } = require('redis-semaphore');
   const redis = client(need(opts, 'redis'));
@@ -156,6 +170,7 @@ async function holdSemaphore(kind) {
     if (!(await lock.tryAcquire())) {
       fail(`${kind} ${key}: not acquired (holder ${i + 1} of ${holders})`);
     }
+    countRefreshes(lock);
     locks.push(lock);
   }
   emit({
@@ -192,7 +207,10 @@ async function holdRedlock() {
   // Redlock 4 has no refresh of its own: the caller extends before the
   // lease runs out, as its README shows.
   const timer = setInterval(() => {
-    lock.extend(ttl).catch(onLost);
+    lock.extend(ttl).then(
+      () => emit({ event: 'refresh', holder: lock.value, ok: true }),
+      onLost,
+    );
   }, extendMs);
   emit({
     event: 'acquired',

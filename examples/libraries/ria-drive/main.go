@@ -9,6 +9,7 @@
 // --refresh. A line "release" on stdin (or stdin closing) releases and
 // exits 0; SIGKILL is a holder that dies without releasing; with --work the
 // work ends ({"event":"work_done"}) but the refresh goes on: a zombie.
+// Each refresh prints {"event":"refresh"}.
 package main
 
 import (
@@ -111,7 +112,9 @@ func run() error {
 				ok, err := sem.Refresh(ctx, id)
 				if err != nil || !ok {
 					emit(map[string]any{"event": "lost", "holder": id, "error": fmt.Sprint(err)})
+					continue
 				}
+				emit(map[string]any{"event": "refresh", "holder": id, "ok": true})
 			}
 		}
 	}()
