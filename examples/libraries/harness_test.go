@@ -25,7 +25,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
@@ -293,12 +292,10 @@ func (e *exporter) scrape() (metrics, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	m, err := parseMetrics(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("parse /metrics: %w", err)
 	}
-	m := metrics(fams)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i := range e.invariants {
@@ -380,46 +377,44 @@ func (e *exporter) sweptAfter(family string) metrics {
 
 // ---- /metrics ----------------------------------------------------------
 
-type metrics map[string]*dto.MetricFamily
+// metrics is one scrape: the samples of each metric name, histograms
+// expanded into their _bucket, _sum and _count series.
+type metrics map[string][]*model.Sample
 
-func value(mf *dto.MetricFamily, m *dto.Metric) float64 {
-	switch mf.GetType() {
-	case dto.MetricType_COUNTER:
-		return m.GetCounter().GetValue()
-	case dto.MetricType_GAUGE:
-		return m.GetGauge().GetValue()
-	case dto.MetricType_UNTYPED:
-		return m.GetUntyped().GetValue()
-	case dto.MetricType_HISTOGRAM:
-		return float64(m.GetHistogram().GetSampleCount())
+func parseMetrics(r io.Reader) (metrics, error) {
+	dec := &expfmt.SampleDecoder{
+		Dec:  expfmt.NewDecoder(r, expfmt.NewFormat(expfmt.TypeTextPlain)),
+		Opts: &expfmt.DecodeOptions{Timestamp: model.Now()},
 	}
-	return 0
+	m := metrics{}
+	for {
+		var v model.Vector
+		if err := dec.Decode(&v); err != nil {
+			if errors.Is(err, io.EOF) {
+				return m, nil
+			}
+			return nil, err
+		}
+		for _, s := range v {
+			name := string(s.Metric[model.MetricNameLabel])
+			m[name] = append(m[name], s)
+		}
+	}
 }
 
 // get sums the samples of name whose labels include all the given pairs;
-// ok is false when none has them. A histogram gives its sample count.
+// ok is false when none has them.
 func (ms metrics) get(name string, labels ...string) (float64, bool) {
-	mf := ms[name]
-	if mf == nil {
-		return 0, false
-	}
 	var sum float64
 	found := false
 outer:
-	for _, m := range mf.GetMetric() {
+	for _, s := range ms[name] {
 		for i := 0; i+1 < len(labels); i += 2 {
-			match := false
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-					match = true
-					break
-				}
-			}
-			if !match {
+			if string(s.Metric[model.LabelName(labels[i])]) != labels[i+1] {
 				continue outer
 			}
 		}
-		sum += value(mf, m)
+		sum += float64(s.Value)
 		found = true
 	}
 	return sum, found
@@ -451,15 +446,18 @@ func w(name string, value float64, labels ...string) want {
 	return want{name: name, labels: labels, value: value}
 }
 
-// expect returns a condition that every figure matches; an absent
-// series reads as 0.
+// expect returns a condition that every figure is present and matches:
+// a figure the exporter does not emit is a failure, not a 0.
 func expect(family string, wants ...want) func(metrics) error {
 	return func(m metrics) error {
 		var bad []string
 		for _, x := range wants {
 			labels := append([]string{"family", family}, x.labels...)
-			got := m.val(x.name, labels...)
-			if got != x.value {
+			got, ok := m.get(x.name, labels...)
+			switch {
+			case !ok:
+				bad = append(bad, fmt.Sprintf("%s%v absent, want %v", x.name, x.labels, x.value))
+			case got != x.value:
 				bad = append(bad, fmt.Sprintf("%s%v = %v, want %v", x.name, x.labels, got, x.value))
 			}
 		}

@@ -175,7 +175,7 @@ func testSemaphoreHolders(t *testing.T, drive []string) {
 		w("slot_holds_ended_total", 5, "outcome", "released"),
 		w("slot_holds_ended_total", 2, "outcome", "expired"),
 		w("slot_holds_ended_total", 0, "outcome", "lost"),
-		w("slot_hold_duration_seconds", 7),
+		w("slot_hold_duration_seconds_count", 7),
 	))
 	lo, hi := heartbeatBounds(e, alice, bob, dave, daveDies, carol)
 	hb := m.val("slot_heartbeats_total", "family", fam)
@@ -641,7 +641,7 @@ func TestRedisInActionSemaphore(t *testing.T) {
 		w("slot_acquires_total", 6),
 		w("slot_holds_ended_total", 5, "outcome", "released"),
 		w("slot_holds_ended_total", 1, "outcome", "expired"),
-		w("slot_hold_duration_seconds", 6),
+		w("slot_hold_duration_seconds_count", 6),
 	))
 	lo, hi := heartbeatBounds(e, alice, bob, bob2, carol)
 	hb := m.val("slot_heartbeats_total", "family", fam)
