@@ -53,7 +53,7 @@ type naiveRun struct {
 }
 
 func measureNaive(ctx context.Context, s *server) (naiveRun, error) {
-	c := redis.NewClient(&redis.Options{Addr: s.addr, ReadTimeout: time.Minute})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute})
 	defer c.Close()
 	admin := s.client()
 	defer admin.Close()
@@ -63,14 +63,14 @@ func measureNaive(ctx context.Context, s *server) (naiveRun, error) {
 	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
 		return naiveRun{}, err
 	}
-	rc0 := procCPU(s.pid())
+	rc0 := procCPU(s.PID())
 	t0 := time.Now()
 	_, members, err := naiveSweep(ctx, c, 1000)
 	if err != nil {
 		return naiveRun{}, err
 	}
 	wall := time.Since(t0)
-	rc1 := procCPU(s.pid())
+	rc1 := procCPU(s.PID())
 	st, err := commandStats(ctx, admin)
 	if err != nil {
 		return naiveRun{}, err
@@ -86,7 +86,7 @@ type benchRow struct {
 // redisBenchmark runs redis-benchmark against s with args and returns its
 // CSV rows by test name.
 func redisBenchmark(ctx context.Context, s *server, args ...string) (map[string]benchRow, error) {
-	host, port := splitAddr(s.addr)
+	host, port := splitAddr(s.Addr)
 	full := append([]string{"-h", host, "-p", port, "--csv"}, args...)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -137,13 +137,13 @@ func measureFloor(ctx context.Context, s *server, n int, command ...string) (flo
 	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
 		return floorRun{}, err
 	}
-	rc0 := procCPU(s.pid())
+	rc0 := procCPU(s.PID())
 	args := append([]string{"-P", "64", "-n", strconv.Itoa(reqs), "-r", strconv.Itoa(n)}, command...)
 	rows, err := redisBenchmark(ctx, s, args...)
 	if err != nil {
 		return floorRun{}, err
 	}
-	rc1 := procCPU(s.pid())
+	rc1 := procCPU(s.PID())
 	st, err := commandStats(ctx, admin)
 	if err != nil {
 		return floorRun{}, err

@@ -37,8 +37,8 @@ func measureHeartbeats(ctx context.Context, holders int) (hbResult, error) {
 	if err != nil {
 		return res, err
 	}
-	defer s.stop()
-	c := redis.NewClient(&redis.Options{Addr: s.addr})
+	defer s.Stop()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer c.Close()
 	admin := s.client()
 	defer admin.Close()
@@ -53,11 +53,11 @@ func measureHeartbeats(ctx context.Context, holders int) (hbResult, error) {
 		if err := admin.ConfigResetStat(ctx).Err(); err != nil {
 			return nil, 0, err
 		}
-		c0 := procCPU(s.pid())
+		c0 := procCPU(s.PID())
 		if err := f(); err != nil {
 			return nil, 0, err
 		}
-		c1 := procCPU(s.pid())
+		c1 := procCPU(s.PID())
 		st, err := commandStats(ctx, admin)
 		return st, c1 - c0, err
 	}

@@ -7,7 +7,7 @@
 // without sampling.max_keys_per_second. `make bench` runs it; it is not part
 // of `make test`.
 //
-//	go run ./bench -out BENCH.md [-sizes 10000,100000,1000000] [-runs 5]
+//	go run ./tools/bench -out BENCH.md [-sizes 10000,100000,1000000] [-runs 5]
 package main
 
 import (
@@ -173,7 +173,7 @@ func runSize(ctx context.Context, o *opts, n int, largest bool) (sizeResult, []l
 	if err != nil {
 		return res, nil, err
 	}
-	defer s.stop()
+	defer s.Stop()
 	admin := s.client()
 	defer admin.Close()
 	now, err := admin.Time(ctx).Result()
@@ -181,7 +181,7 @@ func runSize(ctx context.Context, o *opts, n int, largest bool) (sizeResult, []l
 		return res, nil, err
 	}
 	log.Printf("%d sets: loading", n)
-	res.Load, res.LoadTime, err = load(s.addr, newGen(uint64(n), now.UnixMilli(), benchTiming), 0, n)
+	res.Load, res.LoadTime, err = load(s.Addr, newGen(uint64(n), now.UnixMilli(), benchTiming), 0, n)
 	if err != nil {
 		return res, nil, err
 	}
@@ -189,7 +189,7 @@ func runSize(ctx context.Context, o *opts, n int, largest bool) (sizeResult, []l
 		return res, nil, fmt.Errorf("DBSIZE %d after loading %d sets (%v)", got, n, err)
 	}
 	log.Printf("%d sets: loaded %d members in %s; exporter sweeps", n, res.Load.Members, res.LoadTime.Round(time.Millisecond))
-	args := []string{"-role", "sweep", "-addr", s.addr, "-redis-pid", strconv.Itoa(s.pid()), "-runs", strconv.Itoa(o.runs)}
+	args := []string{"-role", "sweep", "-addr", s.Addr, "-redis-pid", strconv.Itoa(s.PID()), "-runs", strconv.Itoa(o.runs)}
 	if largest && o.cpuprofile != "" {
 		args = append(args, "-worker-cpuprofile", o.cpuprofile)
 	}
@@ -246,9 +246,9 @@ func runChurn(ctx context.Context, o *opts) (*churnResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer s.stop()
+	defer s.Stop()
 	var res churnResult
-	err = runChild(ctx, []string{"-role", "churn", "-addr", s.addr, "-redis-pid", strconv.Itoa(s.pid()),
+	err = runChild(ctx, []string{"-role", "churn", "-addr", s.Addr, "-redis-pid", strconv.Itoa(s.PID()),
 		"-sets", strconv.Itoa(o.churnSets), "-sweeps", strconv.Itoa(o.churnSweeps),
 		"-churn", strconv.FormatFloat(o.churn, 'f', -1, 64)}, &res)
 	return &res, err
@@ -307,7 +307,7 @@ func measureLatency(ctx context.Context, s *server, o *opts) ([]latencyScenario,
 			if err != nil {
 				return nil, err
 			}
-			child = exec.CommandContext(ctx, exe, "-role", "loop", "-addr", s.addr, "-worker-budget", strconv.Itoa(sc.Budget))
+			child = exec.CommandContext(ctx, exe, "-role", "loop", "-addr", s.Addr, "-worker-budget", strconv.Itoa(sc.Budget))
 			child.Stderr = os.Stderr
 			if stdin, err = child.StdinPipe(); err != nil {
 				return nil, err
@@ -354,16 +354,4 @@ func measureLatency(ctx context.Context, s *server, o *opts) ([]latencyScenario,
 		}
 	}
 	return scen, nil
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -3,16 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slotexporter/slot_exporter/collector"
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
+	"github.com/slotexporter/slot_exporter/internal/sweep"
 )
 
 // notifyResult compares discovery: scan with discovery: notify on a Redis
@@ -30,7 +29,7 @@ func runNotify(ctx context.Context, unrelated, sets, runs int) (*notifyResult, e
 	if err != nil {
 		return nil, err
 	}
-	defer s.stop()
+	defer s.Stop()
 	c := s.client()
 	defer c.Close()
 	if err := c.ConfigSet(ctx, "notify-keyspace-events", "Kgxez").Err(); err != nil {
@@ -55,20 +54,22 @@ func runNotify(ctx context.Context, unrelated, sets, runs int) (*notifyResult, e
 	}
 	res := &notifyResult{Unrelated: unrelated, Sets: sets}
 	for mode, discovery := range []string{"scan", "notify"} {
-		cfg, err := config.Parse([]byte(fmt.Sprintf(`
-redis: {addr: %q}
-sampling: {interval: 1h, window: 1h, timeout: 10m, discovery: %s, full_scan_interval: 1h}
-leaks: {floor_window: 1h}
-families:
-  - {name: streams, kind: slotset, match: "joishi:streams:*", limit: 3, ttl: 1h, heartbeat_interval: 10m, max_hold: 2h}
-`, s.addr, discovery)))
+		f := redisproc.Slots()
+		f.TTL, f.Heartbeat, f.MaxHold = time.Hour, 10*time.Minute, 2*time.Hour
+		cfg, err := config.Parse([]byte(redisproc.Config{
+			Addr:     s.Addr,
+			Sampling: []string{"interval: 1h", "window: 1h", "timeout: 10m", "discovery: " + discovery, "full_scan_interval: 1h"},
+			Leaks:    []string{"floor_window: 1h"},
+			Families: []redisproc.Family{f},
+		}.YAML()))
 		if err != nil {
 			return nil, err
 		}
-		if err := collector.CheckNotify(ctx, c, cfg); err != nil {
+		// New refuses notify without keyspace events, as the exporter does.
+		sw, err := sweep.New(ctx, cfg, c, slog.New(slog.DiscardHandler), nil)
+		if err != nil {
 			return nil, err
 		}
-		sw := collector.NewSweeper(cfg, c, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 		t0 := time.Now()
 		if err := sw.SweepOnce(ctx); err != nil {
 			return nil, err
@@ -77,7 +78,7 @@ families:
 			res.NotifyFull = time.Since(t0)
 		}
 		before, _ := commandStats(ctx, c)
-		cpu0 := procCPU(s.pid())
+		cpu0 := procCPU(s.PID())
 		var ds []time.Duration
 		for r := 0; r < runs; r++ {
 			t := time.Now()
@@ -86,7 +87,7 @@ families:
 			}
 			ds = append(ds, time.Since(t))
 		}
-		res.RedisCPU[mode] = (procCPU(s.pid()) - cpu0) / time.Duration(runs)
+		res.RedisCPU[mode] = (procCPU(s.PID()) - cpu0) / time.Duration(runs)
 		after, _ := commandStats(ctx, c)
 		res.ScanCalls[mode] = (after["scan"].Calls - before["scan"].Calls) / int64(runs)
 		sw.Stop()
@@ -99,24 +100,15 @@ families:
 	return res, nil
 }
 
-func medianDur(ds []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
-
 func (n *notifyResult) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## discovery: scan against discovery: notify\n\n")
 	fmt.Fprintf(&b, "%d slot sets among %d unrelated keys (`DEBUG POPULATE`), `notify-keyspace-events Kgxez`, scan_count 1000. One sweep first (in notify mode: subscribe, then the full SCAN that fills the key set), then %d measured sweeps; medians. Redis CPU is the redis-server process's CPU time per sweep.\n\n",
 		n.Sets, n.Unrelated, len(n.Scan))
 	fmt.Fprintf(&b, "| discovery | sweep | SCAN calls per sweep | Redis CPU per sweep |\n|---|---:|---:|---:|\n")
-	fmt.Fprintf(&b, "| scan | %s | %d | %s |\n", medianDur(n.Scan).Round(time.Millisecond), n.ScanCalls[0], n.RedisCPU[0].Round(time.Millisecond))
-	fmt.Fprintf(&b, "| notify | %s | %d | %s |\n", medianDur(n.Notify).Round(100*time.Microsecond), n.ScanCalls[1], n.RedisCPU[1].Round(time.Millisecond))
+	fmt.Fprintf(&b, "| scan | %s | %d | %s |\n", redisproc.Median(n.Scan).Round(time.Millisecond), n.ScanCalls[0], n.RedisCPU[0].Round(time.Millisecond))
+	fmt.Fprintf(&b, "| notify | %s | %d | %s |\n", redisproc.Median(n.Notify).Round(100*time.Microsecond), n.ScanCalls[1], n.RedisCPU[1].Round(time.Millisecond))
 	fmt.Fprintf(&b, "\nThe first notify sweep, with its full SCAN, took %s; after it, sweeps read only the %d known keys until full_scan_interval comes round. Notify mode is %.0f× faster per sweep here.\n",
-		n.NotifyFull.Round(time.Millisecond), n.Sets, float64(medianDur(n.Scan))/float64(max(medianDur(n.Notify), 1)))
+		n.NotifyFull.Round(time.Millisecond), n.Sets, float64(redisproc.Median(n.Scan))/float64(max(redisproc.Median(n.Notify), 1)))
 	return b.String()
 }

@@ -2,129 +2,38 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 )
 
 // server is a redis-server process the bench owns: loopback only, no
 // persistence, its own scratch directory.
-type server struct {
-	port int
-	addr string
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+type server struct{ *redisproc.Server }
 
 func startServer() (*server, error) {
-	port, err := freePort()
+	// DEBUG POPULATE fills the big unrelated keyspace of the notify run.
+	s, err := redisproc.Start(redisproc.Options{Args: []string{"--enable-debug-command", "local"}})
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "slot-bench-redis-")
-	if err != nil {
-		return nil, err
-	}
-	s := &server{port: port, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, done: make(chan struct{})}
-	s.cmd = exec.Command("redis-server",
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no",
-		"--logfile", filepath.Join(dir, "redis.log"),
-		// DEBUG POPULATE fills the big unrelated keyspace of the notify run.
-		"--enable-debug-command", "local")
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start redis-server: %w", err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
-		err := c.Ping(context.Background()).Err()
-		c.Close()
-		if err == nil {
-			return s, nil
-		}
-		select {
-		case <-s.done:
-			return nil, fmt.Errorf("redis-server exited at start")
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("redis-server not ready: %w", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (s *server) pid() int { return s.cmd.Process.Pid }
-
-func (s *server) stop() {
-	_ = s.cmd.Process.Kill()
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-	}
-	_ = os.RemoveAll(s.dir)
+	return &server{s}, nil
 }
 
 func (s *server) client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: s.addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	return redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
 }
 
 // cmdStat is one line of INFO commandstats.
-type cmdStat struct {
-	Calls int64   `json:"calls"`
-	Usec  int64   `json:"usec"`
-	Per   float64 `json:"usec_per_call"`
-}
+type cmdStat = redisproc.CommandStat
 
-func commandStats(ctx context.Context, c *redis.Client) (map[string]cmdStat, error) {
-	info, err := c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]cmdStat{}
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		name, rest, ok := strings.Cut(line, ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		var st cmdStat
-		for _, kv := range strings.Split(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "calls":
-				st.Calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec":
-				st.Usec, _ = strconv.ParseInt(v, 10, 64)
-			case "usec_per_call":
-				st.Per, _ = strconv.ParseFloat(v, 64)
-			}
-		}
-		out[strings.TrimPrefix(name, "cmdstat_")] = st
-	}
-	return out, nil
-}
+var commandStats = redisproc.CommandStats
 
 // procCPU is the user+system CPU time a process has used, from
 // /proc/PID/stat (clock ticks of 10 ms on Linux).

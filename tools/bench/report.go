@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 )
 
 type machine struct {
@@ -85,7 +87,7 @@ func med[T any](v []T, f func(T) float64) float64 {
 	for i, x := range v {
 		xs[i] = f(x)
 	}
-	return median(xs)
+	return redisproc.Median(xs)
 }
 
 // Medians of one size's runs.
@@ -133,7 +135,7 @@ func (rep *report) markdown() string {
 		sizes[i] = fmt.Sprint(n)
 	}
 	p("# BENCH\n\n")
-	p("Written by `make bench` (`go run ./bench -out %s -sizes %s -runs %d`) on %s; the whole run took %s.\n",
+	p("Written by `make bench` (`go run ./tools/bench -out %s -sizes %s -runs %d`) on %s; the whole run took %s.\n",
 		o.out, strings.Join(sizes, ","), o.runs, m.Started.Format("2006-01-02"), rep.Took.Round(time.Second))
 	p("Every figure is the median of %d runs unless it says otherwise. Regenerate it with `make bench`; numbers from another machine are not comparable.\n\n", o.runs)
 	p("## Machine\n\n| | |\n|---|---|\n")
@@ -143,7 +145,7 @@ func (rep *report) markdown() string {
 	p("## How it is measured\n\n")
 	p("- Each size gets a fresh `redis-server` (loopback, free port, no persistence), loaded with `redis-cli --pipe`. Keys are `joishi:streams:{000000000123}`: exactly what `redis-benchmark -r N` makes of `joishi:streams:{__rand_int__}`, so the Redis floor reads the same keys as the sweep.\n")
 	p("- The mix: 1, 2 or 3 members per set (55/30/15%%, 1.6 on average; members are 36-byte UUID-shaped ids); per member live 90%%, stale 5%%, expired-but-unpruned 4%%, future 1%% (half a µs-for-ms unit bug, half a day ahead); per key PEXPIRE 2 × ttl, except 1%% without expiry and 1%% expiring before its live members. The family's timings are stretched (ttl 1h, heartbeat 10m) so that the mix does not drift while the bench runs; the work per member is the same. Zombies need a member to have been *watched* for longer than max_hold, so they only appear in the churn run below.\n")
-	p("- The exporter side runs in a child process (so its heap and RSS are the exporter's alone): the same config parser, `redisconn` client and `collector.Sweeper` as the binary. One cold sweep first (every member is new), then %d measured sweeps, each between `CONFIG RESETSTAT` and `INFO commandstats`. \"Redis CPU\" is the redis-server process's user+system time over the sweep (from /proc, 10 ms ticks): everything Redis did, including reading and writing sockets, which commandstats leaves out. \"Go CPU\" is the child's.\n", o.runs)
+	p("- The exporter side runs in a child process (so its heap and RSS are the exporter's alone): the same config parser, `redisconn` client and `sweep.Sweeper` as the binary. One cold sweep first (every member is new), then %d measured sweeps, each between `CONFIG RESETSTAT` and `INFO commandstats`. \"Redis CPU\" is the redis-server process's user+system time over the sweep (from /proc, 10 ms ticks): everything Redis did, including reading and writing sockets, which commandstats leaves out. \"Go CPU\" is the child's.\n", o.runs)
 	p("- Redis floor: `redis-benchmark -P 64 -r N ZRANGE joishi:streams:{__rand_int__} 0 -1 WITHSCORES` (50 clients), scaled to N requests: how long Redis takes to serve one ZRANGE per key when the client is as fast as it gets. The sweep also sends a PTTL per key, so the floor of both commands (ZRANGE + PTTL, measured the same way) is shown too.\n")
 	p("- Naive client: SCAN COUNT 1000, then one pipeline of ZRANGE WITHSCORES + PTTL for the page, strictly one after the other, go-redis reply types, no tracking.\n")
 	p("- Heap is `runtime.MemStats.HeapAlloc` after two forced GCs (live heap); RSS is VmRSS of the child after the same.\n")
@@ -199,6 +201,7 @@ func (rep *report) markdown() string {
 	}
 
 	p("## Memory\n\n")
+	p("Members tracked are those acquired and not yet ended (`slot_acquires_total` minus `slot_holds_ended_total`): nothing is carried over in the bench, so that is the member table's size. Users tracked are those with something to report, shown or dropped by the series cap: the ones the per-user tracker keeps.\n\n")
 	p("| sets | members tracked | users tracked | Go live heap | heap / member | of which member table | of which per-user tracker | RSS | RSS / member | peak RSS | Go CPU, cold first sweep |\n")
 	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.Sizes {
@@ -353,7 +356,7 @@ func (rep *report) latencySection(p func(string, ...any)) {
 		if s.Sweep {
 			sw, mean = fmt.Sprint(s.Sweeps), secs(s.SweepMean)
 		}
-		p("| %s | %.3f | %.3f | %.3f | %.3f | %.0f | %s | %s |\n", s.Name, median(s.GetP99), median(s.SetP99), median(s.GetP50), median(s.SetP50), median(s.RPS), sw, mean)
+		p("| %s | %.3f | %.3f | %.3f | %.3f | %.0f | %s | %s |\n", s.Name, redisproc.Median(s.GetP99), redisproc.Median(s.SetP99), redisproc.Median(s.GetP50), redisproc.Median(s.SetP50), redisproc.Median(s.RPS), sw, mean)
 	}
 	p("\n")
 }

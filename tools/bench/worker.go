@@ -27,6 +27,10 @@ import (
 
 	"github.com/slotexporter/slot_exporter/collector"
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
+	"github.com/slotexporter/slot_exporter/internal/snapshot"
+	"github.com/slotexporter/slot_exporter/internal/sweep"
+	"github.com/slotexporter/slot_exporter/internal/track"
 	"github.com/slotexporter/slot_exporter/redisconn"
 )
 
@@ -51,28 +55,20 @@ type workerOpts struct {
 }
 
 func benchConfig(addr string, budget int, t timing) string {
-	return fmt.Sprintf(`redis:
-  addr: %s
-sampling:
-  interval: %s
-  timeout: 5m
-  window: %s
-  scan_count: 1000
-  max_keys_per_second: %d
-families:
-  - name: streams
-    kind: slotset
-    match: %q
-    user: %q
-    limit: 3
-    ttl: %dms
-    heartbeat_interval: %dms
-    stale_after: %dms
-    max_hold: %dms
-`, addr, t.interval, t.window, budget, keyMatch, userPattern, t.ttl, t.hb, t.stale, t.maxHold)
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	return redisproc.Config{
+		Addr: addr,
+		Sampling: []string{"interval: " + t.interval.String(), "timeout: 5m", "window: " + t.window.String(),
+			"scan_count: 1000", fmt.Sprintf("max_keys_per_second: %d", budget)},
+		Families: []redisproc.Family{{
+			Name: "streams", Kind: "slotset", Match: keyMatch, User: userPattern, Limit: 3,
+			TTL: ms(t.ttl), Heartbeat: ms(t.hb), MaxHold: ms(t.maxHold),
+			Extra: []string{"stale_after: " + ms(t.stale).String()},
+		}},
+	}.YAML()
 }
 
-func newSweeper(o *workerOpts) (*collector.Sweeper, redis.UniversalClient, error) {
+func newSweeper(o *workerOpts) (*sweep.Sweeper, redis.UniversalClient, error) {
 	cfg, err := config.Parse([]byte(benchConfig(o.addr, o.budget, o.timing)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench config: %w", err)
@@ -83,7 +79,49 @@ func newSweeper(o *workerOpts) (*collector.Sweeper, redis.UniversalClient, error
 		return nil, nil, err
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	return collector.NewSweeper(cfg, client, logger, nil), client, nil
+	s, err := sweep.New(context.Background(), cfg, client, logger, nil)
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, err
+	}
+	return s, client, nil
+}
+
+// figures are what the bench reports of its family after a sweep, read
+// from the published snapshot. Nothing is carried over in the bench (no
+// oversized set, no unreadable key), so the members the tracker holds are
+// exactly those acquired and not ended yet, and the users the floor
+// tracker keeps are those with something to report: the ones the series
+// cap shows and the ones it drops.
+type figures struct {
+	sets, withoutTTL, early          int
+	states                           [numStates]int
+	membersTracked, usersTracked     int
+	acquires, heartbeats, holdsEnded uint64
+}
+
+func familyFigures(f *snapshot.Family) figures {
+	g := figures{sets: f.Sets, usersTracked: len(f.Users) + f.SeriesDropped}
+	for _, v := range append(slices.Clone(f.Gauges), f.Counters...) {
+		switch v.Metric {
+		case snapshot.Members:
+			if i := slices.Index(stateNames[:], v.Labels[0]); i >= 0 {
+				g.states[i] = int(v.V)
+			}
+		case snapshot.WithoutTTL:
+			g.withoutTTL = int(v.V)
+		case snapshot.ExpiringEarly:
+			g.early = int(v.V)
+		case snapshot.Acquires:
+			g.acquires = uint64(v.V)
+		case snapshot.Heartbeats:
+			g.heartbeats = uint64(v.V)
+		case snapshot.HoldsEnded:
+			g.holdsEnded += uint64(v.V)
+		}
+	}
+	g.membersTracked = int(g.acquires - g.holdsEnded)
+	return g
 }
 
 func selfCPU() time.Duration {
@@ -149,7 +187,7 @@ func readMem() memResult {
 
 // measuredSweep runs one sweep between CONFIG RESETSTAT and INFO
 // commandstats, so the stats are the sweep's own.
-func measuredSweep(ctx context.Context, s *collector.Sweeper, admin *redis.Client, pid int) (sweepRun, error) {
+func measuredSweep(ctx context.Context, s *sweep.Sweeper, admin *redis.Client, pid int) (sweepRun, error) {
 	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
 		return sweepRun{}, err
 	}
@@ -238,13 +276,12 @@ func workerSweep(o *workerOpts) error {
 	if o.cpuprofile != "" {
 		pprof.StopCPUProfile()
 	}
-	snap := s.Snapshot()
-	g := snap.Families[0].Gauges
-	res.Sets, res.MembersTracked, res.UsersTracked = g.Sets, g.MembersTracked, g.UsersTracked
-	res.WithoutTTL, res.Early = g.WithoutTTL, g.ExpiringEarly
+	g := familyFigures(s.Snapshot().Families[0])
+	res.Sets, res.MembersTracked, res.UsersTracked = g.sets, g.membersTracked, g.usersTracked
+	res.WithoutTTL, res.Early = g.withoutTTL, g.early
 	for i := range numStates {
-		res.States[i] = g.Members[i]
-		res.Members += g.Members[i]
+		res.States[i] = g.states[i]
+		res.Members += g.states[i]
 	}
 	res.Mem = readMem()
 	res.Metrics, err = measureMetrics(s, 30)
@@ -263,21 +300,22 @@ type trackerResult struct {
 // FloorTracker with users users on their own and returns the live heap
 // each adds.
 func trackerHeaps(members, users int) (uint64, uint64) {
-	rules := collector.SlotRules{TTL: 120e3, Heartbeat: 20e3, StaleAfter: 40e3, MaxHold: 900e3, Skew: 5e3}
+	rules := track.Rules{TTL: 120e3, Heartbeat: 20e3, StaleAfter: 40e3, MaxHold: 900e3, Skew: 5e3, Unit: 1}
+	bounds := rules.Bounds(1e12)
 	h0 := readMem().HeapAlloc
-	mt := collector.NewMemberTracker()
+	mt := track.NewMemberTracker()
 	for i := range members {
 		h := uint64(i+1) * 0x9E3779B97F4A7C15
-		mt.Observe(h, h>>17, 2e12, 1e12, &rules)
+		mt.Observe(h, h>>17, 2e12, 1e12, &bounds, &rules)
 	}
 	h1 := readMem().HeapAlloc
-	ft := collector.NewFloorTracker()
+	ft := track.NewFloorTracker()
 	ft.Begin()
 	for i := range users {
 		u := fmt.Sprintf("%012d", i)
 		ft.Add(uint64(i+1)*0x9E3779B97F4A7C15, u, 1, 0)
 	}
-	ft.Commit(1e12, 60e3, 1800e3, 3)
+	ft.Commit(1e12, 60e3, 1800e3, track.Limits{Limit: 3, OverLimitIsAnomaly: true})
 	h2 := readMem().HeapAlloc
 	runtime.KeepAlive(mt)
 	runtime.KeepAlive(ft)
@@ -288,13 +326,13 @@ func trackerHeaps(members, users int) (uint64, uint64) {
 // measureMetrics serves the exporter's registry, built as main.go builds it,
 // through promhttp and times whole scrapes the way Prometheus asks for them
 // (text format, gzip).
-func measureMetrics(s *collector.Sweeper, n int) (metricsResult, error) {
+func measureMetrics(s *sweep.Sweeper, n int) (metricsResult, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		versioncollector.NewCollector("slot_exporter"),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collector.New(s.Snapshot, func() bool { return true }),
+		collector.New(s.Snapshot, collector.Options{ReloadOK: func() bool { return true }}),
 	)
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: 10, Timeout: 10 * time.Second,
@@ -331,7 +369,7 @@ func measureMetrics(s *collector.Sweeper, n int) (metricsResult, error) {
 		}
 		body = b
 	}
-	res.Median, res.Max = median(ds), slices.Max(ds)
+	res.Median, res.Max = redisproc.Median(ds), slices.Max(ds)
 	res.GzipBytes = len(body)
 	zr, err := gzip.NewReader(strings.NewReader(string(body)))
 	if err != nil {
@@ -434,23 +472,23 @@ func workerChurn(o *workerOpts) error {
 			return fmt.Errorf("sweep %d: %w", sw, err)
 		}
 		wall := time.Since(t0)
-		f := s.Snapshot().Families[0]
+		fg := familyFigures(s.Snapshot().Families[0])
 		members := 0
-		for _, n := range f.Gauges.Members {
+		for _, n := range fg.states {
 			members += n
 		}
-		if f.Gauges.MembersTracked != members {
+		// Every member the sweep did not see must have ended.
+		if fg.membersTracked != members {
 			res.Mismatch++
 		}
-		smp := churnSample{Sweep: sw, Tracked: f.Gauges.MembersTracked, Members: members,
-			Zombies: f.Gauges.Members[stZombie], Users: f.Gauges.UsersTracked, Wall: wall.Seconds()}
+		smp := churnSample{Sweep: sw, Tracked: fg.membersTracked, Members: members,
+			Zombies: fg.states[stZombie], Users: fg.usersTracked, Wall: wall.Seconds()}
 		if sw == 1 || sw%5 == 0 {
 			m := readMem()
 			smp.Heap, smp.RSS = m.HeapAlloc, m.RSS
 		}
 		res.Samples = append(res.Samples, smp)
-		res.Ended = f.Totals.Ended[0] + f.Totals.Ended[1] + f.Totals.Ended[2]
-		res.Acq, res.Heartbeats = f.Totals.Acquires, f.Totals.Heartbeats
+		res.Ended, res.Acq, res.Heartbeats = fg.holdsEnded, fg.acquires, fg.heartbeats
 
 		// Churn for the next sweep.
 		g.now = time.Now().UnixMilli()

@@ -14,19 +14,18 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/simulator"
 )
 
@@ -53,45 +52,6 @@ func main() {
 	}
 }
 
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-type redisProc struct {
-	port int
-	dir  string
-	cmd  *exec.Cmd
-}
-
-func (r *redisProc) start() error {
-	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir, "--logfile", filepath.Join(r.dir, "redis.log"))
-	if err := r.cmd.Start(); err != nil {
-		return err
-	}
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.port)})
-	defer c.Close()
-	for i := 0; i < 100; i++ {
-		if c.Ping(context.Background()).Err() == nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("redis-server on %d did not start", r.port)
-}
-
-func (r *redisProc) stop() {
-	if r.cmd != nil && r.cmd.Process != nil {
-		_ = r.cmd.Process.Kill()
-		_ = r.cmd.Wait()
-	}
-}
-
 func run(out string, dur, every, restartEvery time.Duration) error {
 	dir, err := os.MkdirTemp("", "slot-soak-")
 	if err != nil {
@@ -106,39 +66,29 @@ func run(out string, dur, every, restartEvery time.Duration) error {
 		return fmt.Errorf("build: %w", err)
 	}
 
-	rp := &redisProc{port: freePort(), dir: dir}
-	if err := rp.start(); err != nil {
+	rp, err := redisproc.Start(redisproc.Options{Dir: dir})
+	if err != nil {
 		return err
 	}
-	defer rp.stop()
-	addr := fmt.Sprintf("127.0.0.1:%d", rp.port)
+	defer rp.Stop()
+	addr := rp.Addr
 
+	slots, counters := redisproc.Slots(), redisproc.Counters()
+	slots.TTL, slots.Heartbeat, slots.MaxHold = 10*time.Second, 2*time.Second, 5*time.Minute
+	counters.Name = "streams_legacy"
 	cfg := filepath.Join(dir, "soak.yml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
-redis:
-  addr: %q
-sampling:
-  interval: 5s
-leaks:
-  floor_window: 5m
-families:
-  - name: streams
-    kind: slotset
-    match: "joishi:streams:*"
-    user: '^joishi:streams:\{?([^}]+)\}?$'
-    limit: 3
-    ttl: 10s
-    heartbeat_interval: 2s
-    max_hold: 5m
-  - name: streams_legacy
-    kind: counter
-    match: "joishi:streams-legacy:*"
-    user: '^joishi:streams-legacy:\{?([^}]+)\}?$'
-    limit: 3
-`, addr)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(redisproc.Config{
+		Addr:     addr,
+		Sampling: []string{"interval: 5s"},
+		Leaks:    []string{"floor_window: 5m"},
+		Families: []redisproc.Family{slots, counters},
+	}.YAML()), 0o600); err != nil {
 		return err
 	}
-	webPort := freePort()
+	webPort, err := redisproc.FreePort()
+	if err != nil {
+		return err
+	}
 	exp := exec.Command(bin, "--config.file="+cfg, fmt.Sprintf("--web.listen-address=127.0.0.1:%d", webPort), "--log.level=warn")
 	logf, err := os.Create(filepath.Join(dir, "exporter.log"))
 	if err != nil {
@@ -157,7 +107,7 @@ families:
 	// 50 x the incident's ~45 heartbeats/s: ~4,500 in-flight holders heartbeating
 	// every 2 s.
 	sim, err := simulator.Run(ctx, client, simulator.Options{
-		Users: 3000, Limit: 3, KeyPrefix: "joishi:streams:", CounterPrefix: "joishi:streams-legacy:",
+		Users: 3000, Limit: 3, KeyPrefix: redisproc.SlotPrefix, CounterPrefix: redisproc.CounterPrefix,
 		StreamRate: 95, StreamDuration: 60 * time.Second, TTL: 10 * time.Second, HeartbeatInterval: 2 * time.Second,
 		CrashRate: 0.05, ZombieRate: 0.001, FutureRate: 0.001, NoRefreshRate: 0.02, CounterLeakRate: 0.01, Seed: 42,
 	})
@@ -179,8 +129,7 @@ families:
 		now := <-tick.C
 		if !now.Before(nextRestart) {
 			log.Printf("restarting Redis (empty) at %s", time.Since(start).Round(time.Second))
-			rp.stop()
-			if err := rp.start(); err != nil {
+			if err := rp.Restart(); err != nil {
 				return err
 			}
 			restarts = append(restarts, time.Since(start))
@@ -237,15 +186,6 @@ func scrape(url string) (map[string]float64, error) {
 	return m, sc.Err()
 }
 
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return s[len(s)/2]
-}
-
 // flat compares the median of the first and the last third of the run
 // (the first two samples are warm-up). A series is flat when the last third
 // is within tol of the first, relatively, or within abs absolutely.
@@ -264,7 +204,7 @@ func flat(samples []sample, get func(sample) float64, tol, abs float64) (first, 
 	for _, s := range samples[len(samples)-n:] {
 		b = append(b, get(s))
 	}
-	first, last = median(a), median(b)
+	first, last = redisproc.Median(a), redisproc.Median(b)
 	return first, last, last <= first*(1+tol) || last-first <= abs
 }
 
@@ -282,7 +222,7 @@ func report(path string, samples []sample, restarts []time.Duration, dur time.Du
 		}
 	}
 	ver, _ := exec.Command("redis-server", "--version").Output()
-	fmt.Fprintf(&b, "# Soak\n\nGenerated by `make soak` (`go run ./soak`). Not part of CI.\n\n")
+	fmt.Fprintf(&b, "# Soak\n\nGenerated by `make soak` (`go run ./tools/soak`). Not part of CI.\n\n")
 	fmt.Fprintf(&b, "* Run: %s of slotsim traffic at about 50x the incident's rate, Redis restarted empty every 10 minutes (at %v).\n", dur, restarts)
 	fmt.Fprintf(&b, "* Machine: %d cores (%s), %s, %s.\n", runtime.NumCPU(), cpu, strings.TrimSpace(string(ver)), runtime.Version())
 	fmt.Fprintf(&b, "* Simulator truth at the end: %d acquired, %d released, %d heartbeats sent, %d crashed, %d zombies, %d Redis errors (during restarts).\n\n",
