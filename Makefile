@@ -20,31 +20,40 @@ deps:
 	@scripts/install-deps.sh
 
 # Every test: Go tests with the race detector against real redis-server,
-# Prometheus and Alertmanager processes the tests start themselves, plus the
-# promtool rule checks and unit tests.
+# Prometheus, Alertmanager and Chromium processes the tests start
+# themselves, plus the promtool rule checks and unit tests.
 test: deps promtool-check
 	$(GO) test -race -count=1 -timeout 14m ./...
+	cd deploy/kubernetes && $(GO) test -count=1 ./...
 
 promtool-check:
 	promtool check rules alerts/slot_exporter.rules.yml
-	promtool test rules alerts/tests/*.yml
+	promtool test rules alerts/tests/*/*.yml
 
 demo:
-	$(GO) run . --demo
+	$(GO) run -buildvcs=true . --demo
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+	cd deploy/kubernetes && $(GO) vet ./... && $(GO) mod tidy -diff
+	bash scripts/pint.sh
 
 bench: deps
-	$(GO) run ./bench -out BENCH.md
+	$(GO) run ./tools/bench -out BENCH.md
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./config
 
 soak: deps
-	$(GO) run ./soak -out SOAK.md
+	$(GO) run ./tools/soak -out SOAK.md
 
 clean:
 	rm -f $(BIN) slotsim
+
+# Versioned archives for linux and darwin, amd64 and arm64, each with the
+# binary, LICENSE and the example config, plus sha256sums.txt, in dist/.
+.PHONY: release
+release:
+	GO=$(GO) scripts/release.sh

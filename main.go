@@ -30,6 +30,7 @@ import (
 
 	"github.com/slotexporter/slot_exporter/collector"
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/buildinfo"
 	"github.com/slotexporter/slot_exporter/internal/demo"
 	"github.com/slotexporter/slot_exporter/internal/release"
 	"github.com/slotexporter/slot_exporter/internal/web"
@@ -75,6 +76,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		relValue   = releaseCmd.Flag("value", "Counters and rate counters: the value to set (compare-and-set against the previewed value).").Default("0").Int64()
 		relOp      = releaseCmd.Flag("operator", "Who releases, for the audit file (default: $USER).").String()
 	)
+	// go build and go run leave the version empty without -ldflags: take
+	// it from the module's build information instead.
+	buildinfo.Init()
 	app.Version(version.Print(name))
 	app.HelpFlag.Short('h')
 	cmd, err := app.Parse(args)
