@@ -17,6 +17,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
@@ -67,7 +69,7 @@ func startExporter(t *testing.T, args ...string) *exporterProc {
 			t.Logf("exporter log:\n%s", p.logs.String())
 		}
 	})
-	waitFor(t, 10*time.Second, "exporter listening", func() bool {
+	exportertest.WaitFor(t, 10*time.Second, "exporter listening", func() bool {
 		resp, err := http.Get(p.base + "/-/healthy")
 		if err != nil {
 			return false
@@ -76,17 +78,6 @@ func startExporter(t *testing.T, args ...string) *exporterProc {
 		return resp.StatusCode == 200
 	})
 	return p
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func (p *exporterProc) get(t *testing.T, path string) (int, string) {
@@ -122,46 +113,44 @@ func metric(page, series string) string {
 	return ""
 }
 
-const testConfig = `
-redis:
-  addr: %q
-sampling:
-  interval: 200ms
-  window: 1s
-families:
-  - name: %s
-    kind: slotset
-    match: "joishi:streams:*"
-    user: '^joishi:streams:\{?([^}]+)\}?$'
-    limit: 3
-    ttl: 120s
-    heartbeat_interval: 20s
-    max_hold: 15m
-  - name: legacy
-    kind: counter
-    match: "joishi:streams-legacy:*"
-    limit: 3
-`
+// testConfig is the common families, the slot family under the name
+// family, swept every 200ms.
+func testConfig(addr, family string) string {
+	slots := redisproc.Slots()
+	slots.Name = family
+	return redisproc.Config{
+		Addr:     addr,
+		Sampling: []string{"interval: 200ms", "window: 1s"},
+		Families: []redisproc.Family{slots, redisproc.Counters()},
+	}.YAML()
+}
 
-func writeConfig(t *testing.T, path, addr, family string) {
+func writeFile(t *testing.T, path, body string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(fmt.Sprintf(testConfig, addr, family)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
 
+func writeConfig(t *testing.T, path, addr, family string) {
+	t.Helper()
+	writeFile(t, path, testConfig(addr, family))
+}
+
+// seed writes five live slot sets, one with a future-dated score (µs
+// written as ms), and two counters, one of them negative.
 func seed(t *testing.T, c *redis.Client) {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
 	for i := 0; i < 5; i++ {
-		k := fmt.Sprintf("joishi:streams:{u%d}", i)
+		k := redisproc.SlotKey(fmt.Sprintf("u%d", i))
 		c.ZAdd(ctx, k, redis.Z{Score: float64(now.Add(119 * time.Second).UnixMilli()), Member: "a"})
 		c.PExpire(ctx, k, 240*time.Second)
 	}
-	c.ZAdd(ctx, "joishi:streams:{leak}", redis.Z{Score: float64(now.UnixMilli()) * 1000, Member: "bug"})
-	c.Set(ctx, "joishi:streams-legacy:{u1}", 2, 0)
-	c.Set(ctx, "joishi:streams-legacy:{u2}", -1, 0)
+	c.ZAdd(ctx, redisproc.SlotKey("leak"), redis.Z{Score: float64(now.UnixMilli()) * 1000, Member: "bug"})
+	c.Set(ctx, redisproc.CounterKey("u1"), 2, 0)
+	c.Set(ctx, redisproc.CounterKey("u2"), -1, 0)
 }
 
 // TestMetricsPagePassesPromtool: a real /metrics page, from a real sweep of a
@@ -173,7 +162,7 @@ func TestMetricsPagePassesPromtool(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "slot_exporter.yml")
 	writeConfig(t, cfg, srv.Addr, "streams")
 	p := startExporter(t, "--config.file="+cfg)
-	waitFor(t, 10*time.Second, "ready", func() bool { c, _ := p.get(t, "/-/ready"); return c == 200 })
+	exportertest.WaitFor(t, 10*time.Second, "ready", func() bool { c, _ := p.get(t, "/-/ready"); return c == 200 })
 	_, page := p.get(t, "/metrics")
 	for _, want := range []string{
 		`slot_members{family="streams",state="future"} 1`,
@@ -205,7 +194,7 @@ func TestReadyOnlyAfterFirstSweep(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "slot_exporter.yml")
 	writeConfig(t, cfg, addr, "streams")
 	p := startExporter(t, "--config.file="+cfg)
-	waitFor(t, 10*time.Second, "a failed sweep", func() bool {
+	exportertest.WaitFor(t, 10*time.Second, "a failed sweep", func() bool {
 		_, page := p.get(t, "/metrics")
 		v := metric(page, `slot_exporter_sweep_errors_total{family="streams"}`)
 		return v != "" && v != "0"
@@ -218,7 +207,7 @@ func TestReadyOnlyAfterFirstSweep(t *testing.T) {
 		t.Errorf("slot_exporter_up = %q with Redis down, want 0", metric(page, "slot_exporter_up"))
 	}
 	redistest.StartPort(t, port)
-	waitFor(t, 10*time.Second, "ready after Redis came up", func() bool { c, _ := p.get(t, "/-/ready"); return c == 200 })
+	exportertest.WaitFor(t, 10*time.Second, "ready after Redis came up", func() bool { c, _ := p.get(t, "/-/ready"); return c == 200 })
 }
 
 // TestReloadRefusesBadConfigs: every kind of bad file is refused, the old
@@ -230,20 +219,18 @@ func TestReloadRefusesBadConfigs(t *testing.T) {
 	cfg := filepath.Join(dir, "slot_exporter.yml")
 	writeConfig(t, cfg, srv.Addr, "streams")
 	p := startExporter(t, "--config.file="+cfg)
-	waitFor(t, 10*time.Second, "ready", func() bool { c, _ := p.get(t, "/-/ready"); return c == 200 })
+	exportertest.WaitFor(t, 10*time.Second, "ready", func() bool { c, _ := p.get(t, "/-/ready"); return c == 200 })
 
 	bad := map[string]string{
 		"not yaml":         "redis: [",
 		"unknown field":    "redis: {addr: x}\nfamiles: []\n",
-		"invalid value":    fmt.Sprintf(testConfig, srv.Addr, "streams") + "sampling: {interval: -1s}\n",
-		"semantic":         strings.Replace(fmt.Sprintf(testConfig, srv.Addr, "streams"), "heartbeat_interval: 20s", "heartbeat_interval: 200s", 1),
-		"password in yaml": strings.Replace(fmt.Sprintf(testConfig, srv.Addr, "streams"), "redis:\n", "redis:\n  password: hunter2\n", 1),
+		"invalid value":    testConfig(srv.Addr, "streams") + "sampling: {interval: -1s}\n",
+		"semantic":         strings.Replace(testConfig(srv.Addr, "streams"), "heartbeat_interval: 20s", "heartbeat_interval: 200s", 1),
+		"password in yaml": strings.Replace(testConfig(srv.Addr, "streams"), "redis:\n", "redis:\n  password: hunter2\n", 1),
 		"empty":            "",
 	}
 	for name, body := range bad {
-		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, cfg, body)
 		code, msg := p.post(t, "/-/reload")
 		if code != http.StatusBadRequest || !strings.Contains(msg, "refused") {
 			t.Errorf("%s: reload answered %d %q, want 400 refused", name, code, msg)
@@ -270,7 +257,7 @@ func TestReloadRefusesBadConfigs(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "reload via SIGHUP", func() bool {
+	exportertest.WaitFor(t, 10*time.Second, "reload via SIGHUP", func() bool {
 		_, page := p.get(t, "/metrics")
 		return metric(page, "slot_exporter_config_last_reload_successful") == "1" &&
 			metric(page, `slot_sets{family="streams2"}`) == "6"
@@ -288,9 +275,7 @@ func TestConfigCheck(t *testing.T) {
 		t.Fatalf("good config: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 	bad := filepath.Join(dir, "bad.yml")
-	if err := os.WriteFile(bad, []byte(strings.Replace(fmt.Sprintf(testConfig, "x:1", "streams"), "heartbeat_interval: 20s", "heartbeat_interval: 200s", 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, bad, strings.Replace(testConfig("x:1", "streams"), "heartbeat_interval: 20s", "heartbeat_interval: 200s", 1))
 	out.Reset()
 	errb.Reset()
 	code := run(context.Background(), []string{"--config.file=" + bad, "--config.check"}, &out, &errb)

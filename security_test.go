@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,31 +20,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/internal/tlstest"
 )
 
-// secFamilies follows the redis block of every config here. A slot set
-// with more than 3 members is oversized, so ZCOUNT is exercised.
-const secFamilies = `sampling:
-  interval: 200ms
-  window: 1s
-  max_members_per_key: 3
-families:
-  - name: streams
-    kind: slotset
-    match: "joishi:streams:*"
-    user: '^joishi:streams:\{?([^}]+)\}?$'
-    limit: 3
-    ttl: 120s
-    heartbeat_interval: 20s
-    max_hold: 15m
-  - name: legacy
-    kind: counter
-    match: "joishi:streams-legacy:*"
-    user: '^joishi:streams-legacy:\{?([^}]+)\}?$'
-    limit: 3
-`
+// secSampling goes with the common families in every config here. A slot
+// set with more than 3 members is oversized, so ZCOUNT is exercised.
+var secSampling = []string{"interval: 200ms", "window: 1s", "max_members_per_key: 3"}
 
 // secSecret is a fresh, greppable secret.
 func secSecret(t *testing.T) string {
@@ -57,19 +40,16 @@ func secSecret(t *testing.T) string {
 	return "s3cr3t" + hex.EncodeToString(b)
 }
 
-func secWrite(t *testing.T, path, body string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// secConfig writes slot_exporter.yml into dir: "redis:\n" + redisBlock
-// (indented lines) + secFamilies.
+// secConfig writes slot_exporter.yml into dir: the redis block
+// (indented lines), secSampling and the common families.
 func secConfig(t *testing.T, dir, redisBlock string) string {
 	t.Helper()
+	var redis []string
+	for _, l := range strings.Split(strings.TrimRight(redisBlock, "\n"), "\n") {
+		redis = append(redis, strings.TrimPrefix(l, "  "))
+	}
 	path := filepath.Join(dir, "slot_exporter.yml")
-	secWrite(t, path, "redis:\n"+redisBlock+secFamilies)
+	writeFile(t, path, redisproc.Config{Redis: redis, Sampling: secSampling}.YAML())
 	return path
 }
 
@@ -81,9 +61,9 @@ func secSeed(t *testing.T, c redis.Cmdable) {
 	live := float64(time.Now().Add(119 * time.Second).UnixMilli())
 	dead := float64(time.Now().Add(-time.Second).UnixMilli())
 	sets := map[string][]redis.Z{
-		"joishi:streams:{u1}":  {{Score: live, Member: "a"}, {Score: live, Member: "b"}},
-		"joishi:streams:{u2}":  {{Score: live, Member: "c"}, {Score: dead, Member: "d"}},
-		"joishi:streams:{big}": {{Score: live, Member: "m0"}, {Score: live, Member: "m1"}, {Score: live, Member: "m2"}, {Score: live, Member: "m3"}, {Score: live, Member: "m4"}},
+		redisproc.SlotKey("u1"):  {{Score: live, Member: "a"}, {Score: live, Member: "b"}},
+		redisproc.SlotKey("u2"):  {{Score: live, Member: "c"}, {Score: dead, Member: "d"}},
+		redisproc.SlotKey("big"): {{Score: live, Member: "m0"}, {Score: live, Member: "m1"}, {Score: live, Member: "m2"}, {Score: live, Member: "m3"}, {Score: live, Member: "m4"}},
 	}
 	for k, zs := range sets {
 		if err := c.ZAdd(ctx, k, zs...).Err(); err != nil {
@@ -91,10 +71,10 @@ func secSeed(t *testing.T, c redis.Cmdable) {
 		}
 		c.PExpire(ctx, k, 240*time.Second)
 	}
-	c.Set(ctx, "joishi:streams:{str}", "not a set", 0)
-	c.Set(ctx, "joishi:streams-legacy:{u1}", 2, 0)
-	c.Set(ctx, "joishi:streams-legacy:{u2}", 3, 0)
-	if err := c.ZAdd(ctx, "joishi:streams-legacy:{z}", redis.Z{Score: 1, Member: "x"}).Err(); err != nil {
+	c.Set(ctx, redisproc.SlotKey("str"), "not a set", 0)
+	c.Set(ctx, redisproc.CounterKey("u1"), 2, 0)
+	c.Set(ctx, redisproc.CounterKey("u2"), 3, 0)
+	if err := c.ZAdd(ctx, redisproc.CounterKey("z"), redis.Z{Score: 1, Member: "x"}).Err(); err != nil {
 		t.Fatalf("seed: %v", err)
 	}
 }
@@ -144,7 +124,7 @@ func secCount(t *testing.T, p *exporterProc, series string) int {
 
 func secWaitUp(t *testing.T, p *exporterProc) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "slot_exporter_up 1", func() bool { return secMetric(t, p, "slot_exporter_up") == "1" })
+	exportertest.WaitFor(t, 10*time.Second, "slot_exporter_up 1", func() bool { return secMetric(t, p, "slot_exporter_up") == "1" })
 }
 
 // secWaitFailing waits for a family's sweep errors to rise above before,
@@ -152,7 +132,7 @@ func secWaitUp(t *testing.T, p *exporterProc) {
 func secWaitFailing(t *testing.T, p *exporterProc, family string, before int) {
 	t.Helper()
 	series := fmt.Sprintf(`slot_exporter_sweep_errors_total{family=%q}`, family)
-	waitFor(t, 10*time.Second, family+" sweeps failing", func() bool {
+	exportertest.WaitFor(t, 10*time.Second, family+" sweeps failing", func() bool {
 		_, page := p.get(t, "/metrics")
 		n, _ := strconv.Atoi(metric(page, series))
 		return n > before && metric(page, "slot_exporter_up") == "0"
@@ -236,7 +216,7 @@ func TestPasswordNeverLeaks(t *testing.T) {
 
 	dir := t.TempDir()
 	pf := filepath.Join(dir, "redis-password")
-	secWrite(t, pf, pw+"\n")
+	writeFile(t, pf, pw+"\n")
 	// Relative: resolved against the config file's directory.
 	good := fmt.Sprintf("  addr: %q\n  password_file: redis-password\n", srv.Addr)
 	cfg := secConfig(t, dir, good)
@@ -259,7 +239,7 @@ func TestPasswordNeverLeaks(t *testing.T) {
 
 	// A wrong password: sweeps fail with WRONGPASS, and say so without
 	// the password.
-	secWrite(t, pf, wrong+"\n")
+	writeFile(t, pf, wrong+"\n")
 	before := secCount(t, p, `slot_exporter_sweep_errors_total{family="streams"}`)
 	// Established connections stay logged in; drop them.
 	_ = admin.ClientKillByFilter(context.Background(), "TYPE", "normal").Err()
@@ -270,7 +250,7 @@ func TestPasswordNeverLeaks(t *testing.T) {
 	pages()
 
 	// Rotated back: picked up by the next connection, no reload.
-	secWrite(t, pf, pw+"\n")
+	writeFile(t, pf, pw+"\n")
 	secWaitUp(t, p)
 
 	reloads := map[string]string{
@@ -303,7 +283,7 @@ func TestPasswordNeverLeaks(t *testing.T) {
 	if code, body := p.post(t, "/-/reload"); code != http.StatusOK {
 		t.Fatalf("reload to an unreachable Redis: %d %q", code, body)
 	}
-	waitFor(t, 10*time.Second, "a debug line", func() bool { return strings.Contains(p.logs.String(), "level=debug") })
+	exportertest.WaitFor(t, 10*time.Second, "a debug line", func() bool { return strings.Contains(p.logs.String(), "level=debug") })
 	secConfig(t, dir, good)
 	if code, body := p.post(t, "/-/reload"); code != http.StatusOK {
 		t.Fatalf("good config refused: %d %q", code, body)
@@ -374,7 +354,7 @@ func TestACLMinimalCommandSet(t *testing.T) {
 	// INFO sub-test.
 	aclFile := filepath.Join(dir, "users.acl")
 	writeACL := func(withInfo bool) {
-		secWrite(t, aclFile, "user default on nopass ~* &* +@all\n"+aclUser(pw, withInfo)+"\n")
+		writeFile(t, aclFile, "user default on nopass ~* &* +@all\n"+aclUser(pw, withInfo)+"\n")
 	}
 	writeACL(true)
 	srv := redistest.Start(t, "--aclfile", aclFile)
@@ -382,7 +362,7 @@ func TestACLMinimalCommandSet(t *testing.T) {
 	ctx := context.Background()
 	secSeed(t, admin)
 	pf := filepath.Join(dir, "pw")
-	secWrite(t, pf, pw)
+	writeFile(t, pf, pw)
 	cfg := secConfig(t, dir, fmt.Sprintf("  addr: %q\n  username: exporter\n  password_file: %q\n", srv.Addr, pf))
 	p := startExporter(t, "--config.file="+cfg)
 	secWaitUp(t, p)
@@ -436,17 +416,17 @@ func TestACLMinimalCommandSet(t *testing.T) {
 		}
 		lost := ended("lost")
 		srv.Restart()
-		waitFor(t, 10*time.Second, "a sweep of the emptied Redis", emptied)
+		exportertest.WaitFor(t, 10*time.Second, "a sweep of the emptied Redis", emptied)
 		if got := ended("lost"); got <= lost {
 			t.Fatalf("control: with INFO, a restart ended %d holds as lost, want more than %d", got, lost)
 		}
 
 		writeACL(false)
 		secSeed(t, admin)
-		waitFor(t, 10*time.Second, "the reseeded keys", func() bool { return secMetric(t, p, `slot_sets{family="streams"}`) == "3" })
+		exportertest.WaitFor(t, 10*time.Second, "the reseeded keys", func() bool { return secMetric(t, p, `slot_sets{family="streams"}`) == "3" })
 		lost, gone := ended("lost"), ended("released")+ended("expired")
 		srv.Restart()
-		waitFor(t, 10*time.Second, "a sweep of the emptied Redis", emptied)
+		exportertest.WaitFor(t, 10*time.Second, "a sweep of the emptied Redis", emptied)
 		if secMetric(t, p, `slot_sets{family="streams"}`) != "0" {
 			// INFO's NOPERM fails the sweep: required, visibly.
 			if up := secMetric(t, p, "slot_exporter_up"); up != "0" {
@@ -535,7 +515,7 @@ func secStartHTTPS(t *testing.T, client *http.Client, args ...string) *exporterP
 			t.Logf("exporter log:\n%s", p.logs.String())
 		}
 	})
-	waitFor(t, 10*time.Second, "exporter listening", func() bool {
+	exportertest.WaitFor(t, 10*time.Second, "exporter listening", func() bool {
 		code, _, err := secDo(client, http.MethodGet, p.base+"/-/healthy", webUser, webPassword)
 		return err == nil && code == http.StatusOK
 	})
@@ -569,7 +549,7 @@ func TestWebConfigHTTPSAndBasicAuth(t *testing.T) {
 	dir := t.TempDir()
 	cfg := secConfig(t, dir, fmt.Sprintf("  addr: %q\n", srv.Addr))
 	webCfg := filepath.Join(dir, "web.yml")
-	secWrite(t, webCfg, fmt.Sprintf("tls_server_config:\n  cert_file: %q\n  key_file: %q\nbasic_auth_users:\n  %s: %q\n",
+	writeFile(t, webCfg, fmt.Sprintf("tls_server_config:\n  cert_file: %q\n  key_file: %q\nbasic_auth_users:\n  %s: %q\n",
 		certs.CertFile, certs.KeyFile, webUser, webHash))
 	client := &http.Client{
 		Timeout:   5 * time.Second,
@@ -578,7 +558,7 @@ func TestWebConfigHTTPSAndBasicAuth(t *testing.T) {
 	t.Cleanup(client.CloseIdleConnections)
 	p := secStartHTTPS(t, client, "--config.file="+cfg, "--web.config.file="+webCfg)
 
-	waitFor(t, 10*time.Second, "up over HTTPS", func() bool {
+	exportertest.WaitFor(t, 10*time.Second, "up over HTTPS", func() bool {
 		code, body, err := secDo(client, http.MethodGet, p.base+"/metrics", webUser, webPassword)
 		return err == nil && code == http.StatusOK && metric(body, "slot_exporter_up") == "1"
 	})
@@ -607,7 +587,7 @@ func TestWebConfigHTTPSAndBasicAuth(t *testing.T) {
 	if err != nil || code != http.StatusBadRequest {
 		t.Errorf("plain HTTP: %d, %v; want 400", code, err)
 	}
-	waitFor(t, 5*time.Second, "the server's own errors in the exporter's log", func() bool {
+	exportertest.WaitFor(t, 5*time.Second, "the server's own errors in the exporter's log", func() bool {
 		return strings.Contains(p.logs.String(), "client sent an HTTP request to an HTTPS server")
 	})
 	// A client that does not trust the CA does not get through.
@@ -649,7 +629,7 @@ func TestHTTPRobustness(t *testing.T) {
 	secSeed(t, srv.Client())
 	cfg := secConfig(t, t.TempDir(), fmt.Sprintf("  addr: %q\n", srv.Addr))
 	p := startExporter(t, "--config.file="+cfg)
-	waitFor(t, 10*time.Second, "ready", func() bool { c, _ := p.get(t, "/-/ready"); return c == 200 })
+	exportertest.WaitFor(t, 10*time.Second, "ready", func() bool { c, _ := p.get(t, "/-/ready"); return c == 200 })
 	addr := strings.TrimPrefix(p.base, "http://")
 
 	type check struct {

@@ -2,38 +2,22 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
-const sentinelConfig = `
-redis:
-  mode: sentinel
-  addrs: [%q]
-  master_name: m
-sampling:
-  interval: 200ms
-  timeout: 1s
-  window: 1s
-families:
-  - name: streams
-    kind: slotset
-    match: "joishi:streams:*"
-    user: '^joishi:streams:\{?([^}]+)\}?$'
-    limit: 3
-    ttl: 120s
-    heartbeat_interval: 20s
-    max_hold: 15m
-  - name: legacy
-    kind: counter
-    match: "joishi:streams-legacy:*"
-    limit: 3
-`
+func sentinelConfig(addr string) string {
+	return redisproc.Config{
+		Redis:    []string{"mode: sentinel", fmt.Sprintf("addrs: [%q]", addr), "master_name: m"},
+		Sampling: []string{"interval: 200ms", "timeout: 1s", "window: 1s"},
+	}.YAML()
+}
 
 // TestSentinelFailover: the exporter finds the master through Sentinel,
 // keeps answering while the master is down, and samples the promoted
@@ -47,9 +31,7 @@ func TestSentinelFailover(t *testing.T) {
 	sent.WaitReplicas(1, 10*time.Second)
 
 	cfg := filepath.Join(t.TempDir(), "slot_exporter.yml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(sentinelConfig, sent.Addr)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfg, sentinelConfig(sent.Addr))
 	p := startExporter(t, "--config.file="+cfg)
 	want := map[string]string{
 		`slot_exporter_up`:                                            "1",
@@ -72,7 +54,7 @@ func TestSentinelFailover(t *testing.T) {
 		return bad
 	}
 	var page string
-	waitFor(t, 10*time.Second, "first sweep through sentinel", func() bool {
+	exportertest.WaitFor(t, 10*time.Second, "first sweep through sentinel", func() bool {
 		_, page = p.get(t, "/metrics")
 		return len(check(page)) == 0
 	})
@@ -88,7 +70,7 @@ func TestSentinelFailover(t *testing.T) {
 
 	// Sampling resumes on the promoted replica, which had every key.
 	var errsAfter string
-	waitFor(t, 20*time.Second, "sampling on the new master", func() bool {
+	exportertest.WaitFor(t, 20*time.Second, "sampling on the new master", func() bool {
 		_, page = p.get(t, "/metrics")
 		errsAfter = metric(page, `slot_exporter_sweep_errors_total{family="streams"}`)
 		return len(check(page)) == 0
