@@ -579,7 +579,7 @@ func TestRedisInActionSemaphore(t *testing.T) {
 	}
 
 	e := startExporter(t, "redis-in-action-semaphore.yml", srv.Addr, overrides{
-		fam: {"limit": 3, "ttl": "3s", "heartbeat_interval": "1s", "max_hold": "6s"},
+		fam: {"limit": 3, "ttl": "3s", "heartbeat_interval": "1s", "stale_after": "1500ms", "max_hold": "6s"},
 	})
 	e.always("no member dated in the future", expect(fam, w("slot_members", 0, "state", "future")))
 	e.always("the :owner and :counter keys are no sets of their own", func(m metrics) error {
