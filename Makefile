@@ -18,6 +18,7 @@ build:
 
 deps:
 	@scripts/install-deps.sh
+	@scripts/install-node-deps.sh
 
 # Every test: Go tests with the race detector against real redis-server,
 # Prometheus, Alertmanager and Chromium processes the tests start

@@ -19,6 +19,10 @@ command -v amtool          >/dev/null || need+=(prometheus-alertmanager)
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
 	need+=(chromium)
 fi
+# The libraries' tests drive redis-semaphore, redlock and
+# rate-limiter-flexible from Node (examples/libraries).
+command -v node            >/dev/null || need+=(nodejs)
+command -v npm             >/dev/null || need+=(npm)
 # A redis-server with a movable clock (internal/redistest.StartFakeClock).
 command -v faketime        >/dev/null || need+=(faketime)
 compgen -G '/usr/lib/*/libtcmalloc_minimal.so.4' >/dev/null || need+=(libtcmalloc-minimal4)
