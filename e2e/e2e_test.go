@@ -23,6 +23,7 @@ import (
 
 	"github.com/slotexporter/slot_exporter/alerts/rulescale"
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/simulator"
 )
@@ -57,40 +58,50 @@ func slotsimArgs(redisAddr, truthFile string) []string {
 		"--ttl", ttl.String(), "--heartbeat-interval", heartbeat.String(),
 		"--crash-rate", "0", "--zombie-rate", "0.04", "--future-rate", "0.005", "--counter-leak-rate", "0.02",
 		"--seed", "1", "--truth-file", truthFile,
+		// The other recipes, healthy and broken, so that every row of the
+		// dashboards has data. No lock holder is killed: its expired
+		// leases would be an expiry spike of their own.
+		"--ratelimit.healthy", "5", "--ratelimit.no-expire", "1", "--ratelimit.expire-every-hit", "1", "--ratelimit.millis-as-seconds", "1",
+		"--lock.healthy", "3", "--lock.no-ttl", "1", "--lock.zombie", "1", "--lock.wrong-unit", "1",
+		"--list.healthy", "3", "--list.no-consumer", "1", "--list.killed-worker", "1",
+		"--stream.healthy", "3", "--stream.dead-consumer", "1", "--stream.poison", "1", "--stream.lagging", "1",
 	}
 }
 
 const (
 	slotFamily    = "streams"
 	counterFamily = "streams_legacy"
+	rateFamily    = "api_rate"
+	lockFamily    = "jobs_lock"
+	listFamily    = "mail_queue"
+	streamFamily  = "events"
 )
 
+// recipeFamily watches one of slotsim's other recipes, whose keys are
+// <prefix>{<user>} (and, for a queue, <prefix>{<user>}:processing).
+func recipeFamily(name, kind, prefix string, extra ...string) redisproc.Family {
+	return redisproc.Family{Name: name, Kind: kind, Match: prefix + "*", User: "^" + regexp.QuoteMeta(prefix) + `\{([^}]+)\}`, Extra: extra}
+}
+
 // exporterConfig watches slotsim's keys. Its family time constants are
-// slotsim's; floor_window is the shipped default scaled like the rules.
+// slotsim's (its defaults, for the other recipes); floor_window is the
+// shipped default scaled like the rules.
 func exporterConfig(redisAddr string, floorWindow time.Duration) string {
-	return fmt.Sprintf(`redis:
-  addr: %q
-sampling:
-  interval: 500ms
-  timeout: 5s
-  window: 5s
-leaks:
-  floor_window: %s
-families:
-  - name: %s
-    kind: slotset
-    match: "joishi:streams:*"
-    user: '^joishi:streams:\{?([^}]+)\}?$'
-    limit: 3
-    ttl: %s
-    heartbeat_interval: %s
-    max_hold: 20s
-  - name: %s
-    kind: counter
-    match: "joishi:streams-legacy:*"
-    user: '^joishi:streams-legacy:\{?([^}]+)\}?$'
-    limit: 3
-`, redisAddr, floorWindow, slotFamily, ttl, heartbeat, counterFamily)
+	slots, counters := redisproc.Slots(), redisproc.Counters()
+	slots.Name, slots.TTL, slots.Heartbeat, slots.MaxHold = slotFamily, ttl, heartbeat, 20*time.Second
+	counters.Name = counterFamily
+	rate := recipeFamily(rateFamily, "ratelimit", simulator.DefaultRatePrefix, "window: 10s")
+	rate.Limit = 10
+	lock := recipeFamily(lockFamily, "lock", simulator.DefaultLockPrefix)
+	lock.TTL, lock.MaxHold = 10*time.Second, 100*time.Second
+	list := recipeFamily(listFamily, "list", simulator.DefaultListPrefix, "max_wait: 1m")
+	stream := recipeFamily(streamFamily, "stream", simulator.DefaultStreamPrefix, "max_hold: 1m", "max_deliveries: 5")
+	return redisproc.Config{
+		Addr:     redisAddr,
+		Sampling: []string{"interval: 500ms", "timeout: 5s", "window: 5s"},
+		Leaks:    []string{"floor_window: " + floorWindow.String()},
+		Families: []redisproc.Family{slots, counters, rate, lock, list, stream},
+	}.YAML()
 }
 
 func prometheusConfig(rulesFile, exporterAddr, amAddr string) string {
@@ -215,40 +226,47 @@ func readTruth(path string) (simulator.Truth, error) {
 
 func scaled(d time.Duration) time.Duration { return time.Duration(float64(d) * scaleFactor) }
 
+// scaledRules are the groups of the scaled rule file, as the checks here
+// read them.
+type scaledRules struct {
+	Groups []struct {
+		Rules []struct {
+			Alert  string            `yaml:"alert"`
+			Expr   string            `yaml:"expr"`
+			Labels map[string]string `yaml:"labels"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+// floorAlertExpr is SlotUserFloorNeverZero as shipped: the floor age
+// against the floor window each family reports, so that the alert follows
+// the exporter's config (and is off for a family with floor_window 0).
+const floorAlertExpr = "slot_user_floor_seconds > on (instance, job, family) group_left () (slot_family_floor_window_seconds > 0)"
+
 // checkFloorThreshold makes sure the scaled SlotUserFloorNeverZero still
-// compares the floor age with the exporter's floor window: otherwise the test
-// would check a different alert from the shipped one.
-func checkFloorThreshold(t *testing.T, rules []byte, floorWindow time.Duration) {
+// compares the floor age with the floor window the exporter reports:
+// otherwise the test would check a different alert from the shipped one,
+// or a threshold other than the exporter's scaled floor_window, which the
+// test checks on the exporter's own page once it runs.
+// It returns the alert's severity.
+func checkFloorThreshold(t *testing.T, f *scaledRules) string {
 	t.Helper()
-	var f struct {
-		Groups []struct {
-			Rules []struct {
-				Alert string `yaml:"alert"`
-				Expr  string `yaml:"expr"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	if err := yaml.Unmarshal(rules, &f); err != nil {
-		t.Fatalf("scaled rules: %v", err)
-	}
-	re := regexp.MustCompile(`^slot_user_floor_seconds > ([0-9.]+)$`)
 	for _, g := range f.Groups {
 		for _, r := range g.Rules {
 			if r.Alert != "SlotUserFloorNeverZero" {
 				continue
 			}
-			m := re.FindStringSubmatch(strings.TrimSpace(r.Expr))
-			if m == nil {
-				t.Fatalf("scaled SlotUserFloorNeverZero expr %q: the test expects slot_user_floor_seconds > N", r.Expr)
+			if expr := strings.Join(strings.Fields(r.Expr), " "); expr != floorAlertExpr {
+				t.Fatalf("scaled SlotUserFloorNeverZero expr %q: the test expects %q", expr, floorAlertExpr)
 			}
-			if v, _ := strconv.ParseFloat(m[1], 64); v != floorWindow.Seconds() {
-				t.Fatalf("scaled SlotUserFloorNeverZero threshold %s, but the exporter's scaled floor_window is %v: the rule and the default floor_window (%v) no longer agree",
-					m[1], floorWindow, config.DefaultFloorWindow)
+			if r.Labels["severity"] == "" {
+				t.Fatal("SlotUserFloorNeverZero has no severity label")
 			}
-			return
+			return r.Labels["severity"]
 		}
 	}
 	t.Fatal("no SlotUserFloorNeverZero in the rule file")
+	return ""
 }
 
 func writeFile(t *testing.T, path, content string) {
@@ -286,7 +304,11 @@ func TestAlertsEndToEnd(t *testing.T) {
 		t.Fatalf("rulescale: %v", err)
 	}
 	floorWindow := scaled(config.DefaultFloorWindow)
-	checkFloorThreshold(t, rules, floorWindow)
+	var parsedRules scaledRules
+	if err := yaml.Unmarshal(rules, &parsedRules); err != nil {
+		t.Fatalf("scaled rules: %v", err)
+	}
+	floorSeverity := checkFloorThreshold(t, &parsedRules)
 	rulesFile := filepath.Join(promDir, "slot_exporter.rules.yml")
 	writeFile(t, rulesFile, string(rules))
 
@@ -342,7 +364,21 @@ func TestAlertsEndToEnd(t *testing.T) {
 		if err := prom.get("/api/v1/rules", nil, &rr); err != nil {
 			return false, err.Error()
 		}
-		return len(up) == 1 && len(rr.Groups) == 3, fmt.Sprintf("up: %d series, %d rule groups", len(up), len(rr.Groups))
+		return len(up) == 1 && len(rr.Groups) == len(parsedRules.Groups),
+			fmt.Sprintf("up: %d series, %d of %d rule groups", len(up), len(rr.Groups), len(parsedRules.Groups))
+	})
+	// The floor alert's threshold is what the exporter reports: the
+	// scaled default floor_window.
+	e.waitFor(10*time.Second, "slot_family_floor_window_seconds of the slot family", func() (bool, string) {
+		v, err := prom.query(fmt.Sprintf(`slot_family_floor_window_seconds{family=%q}`, slotFamily))
+		if err != nil || len(v) != 1 {
+			return false, fmt.Sprintf("%v %v", v, err)
+		}
+		got, _ := strconv.ParseFloat(fmt.Sprint(v[0].Value[1]), 64)
+		if got != floorWindow.Seconds() {
+			t.Fatalf("the exporter reports a floor window of %vs, the test scaled it to %v", got, floorWindow)
+		}
+		return true, ""
 	})
 
 	simStart := time.Now()
@@ -415,6 +451,23 @@ func TestAlertsEndToEnd(t *testing.T) {
 		// Every killed holder's counter and every leaked one stays INCRed.
 		counterFamily: final.LeakedUsers,
 	}
+	if final.RateLimits == nil || final.Locks == nil || final.ListQueues == nil || final.StreamQueues == nil {
+		t.Fatalf("slotsim's truth lacks a recipe: %+v", final)
+	}
+	// The other recipes: any user driven with a failure may be named
+	// (a counter without TTL, a lock never released, a queue nobody
+	// consumes, a dead consumer), no healthy one.
+	for fam, users := range map[string]map[string]string{
+		rateFamily: final.RateLimits.Users, lockFamily: final.Locks.Users,
+		listFamily: final.ListQueues.Users, streamFamily: final.StreamQueues.Users,
+	} {
+		allowed[fam] = map[string]int64{}
+		for u, mode := range users {
+			if mode != simulator.ModeHealthy {
+				allowed[fam][u] = 1
+			}
+		}
+	}
 	var wrong []string
 	for _, a := range hook.firing("SlotUserFloorNeverZero") {
 		fam, user := a.labels["family"], a.labels["user"]
@@ -424,8 +477,8 @@ func TestAlertsEndToEnd(t *testing.T) {
 		case set[user] == 0:
 			wrong = append(wrong, fmt.Sprintf("healthy user %q of %s (started %v after slotsim): no zombie, future or leaked counter in slotsim's truth",
 				user, fam, a.startsAt.Sub(simStart).Round(time.Second)))
-		case a.labels["instance"] != expAddr || a.labels["job"] != "slot_exporter" || a.labels["severity"] != "page":
-			wrong = append(wrong, fmt.Sprintf("labels %v: want instance %s, job slot_exporter, severity page", a.labels, expAddr))
+		case a.labels["instance"] != expAddr || a.labels["job"] != "slot_exporter" || a.labels["severity"] != floorSeverity:
+			wrong = append(wrong, fmt.Sprintf("labels %v: want instance %s, job slot_exporter, severity %s", a.labels, expAddr, floorSeverity))
 		}
 	}
 	if len(wrong) > 0 {
