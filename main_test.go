@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,39 +21,35 @@ import (
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
-// syncBuffer collects the exporter's log output across goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // exporterProc is the whole program, run in-process on a free port.
 type exporterProc struct {
 	base string
-	logs *syncBuffer
+	logs *exportertest.Buffer
 	done chan int
 	stop context.CancelFunc
 }
 
 func startExporter(t *testing.T, args ...string) *exporterProc {
 	t.Helper()
+	return startExporterAt(t, "http", func(base string) bool {
+		resp, err := http.Get(base + "/-/healthy")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, args...)
+}
+
+// startExporterAt runs the program on a free port and waits until
+// healthy says it answers at base (scheme://127.0.0.1:port).
+func startExporterAt(t *testing.T, scheme string, healthy func(base string) bool, args ...string) *exporterProc {
+	t.Helper()
 	port := redistest.FreePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &exporterProc{
-		base: fmt.Sprintf("http://127.0.0.1:%d", port),
-		logs: &syncBuffer{}, done: make(chan int, 1), stop: cancel,
+		base: fmt.Sprintf("%s://127.0.0.1:%d", scheme, port),
+		logs: &exportertest.Buffer{}, done: make(chan int, 1), stop: cancel,
 	}
 	args = append([]string{fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port)}, args...)
 	go func() { p.done <- run(ctx, args, io.Discard, p.logs) }()
@@ -69,14 +64,7 @@ func startExporter(t *testing.T, args ...string) *exporterProc {
 			t.Logf("exporter log:\n%s", p.logs.String())
 		}
 	})
-	exportertest.WaitFor(t, 10*time.Second, "exporter listening", func() bool {
-		resp, err := http.Get(p.base + "/-/healthy")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	exportertest.WaitFor(t, 10*time.Second, "exporter listening", func() bool { return healthy(p.base) })
 	return p
 }
 

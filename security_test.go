@@ -496,30 +496,10 @@ const (
 // with TLS and basic auth.
 func secStartHTTPS(t *testing.T, client *http.Client, args ...string) *exporterProc {
 	t.Helper()
-	port := redistest.FreePort(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &exporterProc{
-		base: fmt.Sprintf("https://127.0.0.1:%d", port),
-		logs: &syncBuffer{}, done: make(chan int, 1), stop: cancel,
-	}
-	args = append([]string{fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port)}, args...)
-	go func() { p.done <- run(ctx, args, io.Discard, p.logs) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			t.Error("exporter did not stop")
-		}
-		if t.Failed() {
-			t.Logf("exporter log:\n%s", p.logs.String())
-		}
-	})
-	exportertest.WaitFor(t, 10*time.Second, "exporter listening", func() bool {
-		code, _, err := secDo(client, http.MethodGet, p.base+"/-/healthy", webUser, webPassword)
+	return startExporterAt(t, "https", func(base string) bool {
+		code, _, err := secDo(client, http.MethodGet, base+"/-/healthy", webUser, webPassword)
 		return err == nil && code == http.StatusOK
-	})
-	return p
+	}, args...)
 }
 
 func secDo(client *http.Client, method, url, user, pass string) (int, string, error) {

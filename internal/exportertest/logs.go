@@ -93,3 +93,24 @@ func (l *Logs) Lines(parts ...string) []string {
 	}
 	return out
 }
+
+// Buffer collects what a program under test writes (its log) from any
+// number of goroutines.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

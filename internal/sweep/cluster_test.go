@@ -425,6 +425,16 @@ func steady(t *testing.T, what string, m map[string]float64, sets, members int) 
 	}
 }
 
+// sweepBoth sweeps the exporter reading masters and the one reading
+// replicas, and checks that each counts every key and member.
+func sweepBoth(t *testing.T, what string, primary, replica *exportertest.Harness, sets, members int) {
+	t.Helper()
+	primary.Sweep()
+	replica.Sweep()
+	exact(t, what, primary.Metrics(), sets, members)
+	exact(t, what+" (replica)", replica.Metrics(), sets, members)
+}
+
 // exact is steady plus every key and member counted.
 func exact(t *testing.T, what string, m map[string]float64, sets, members int) {
 	t.Helper()
@@ -467,10 +477,7 @@ func TestClusterReshardDuringSweeps(t *testing.T) {
 	sets, members := len(users), 2*len(users)
 	writeLive(t, cc, users, redisTimeMs(t, cc))
 	cl.WaitReplicated()
-	primary.Sweep()
-	replica.Sweep()
-	exact(t, "before", primary.Metrics(), sets, members)
-	exact(t, "before (replica)", replica.Metrics(), sets, members)
+	sweepBoth(t, "before", primary, replica, sets, members)
 	pLogs.Take()
 	rLogs.Take()
 
@@ -518,10 +525,7 @@ func TestClusterReshardDuringSweeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.WaitHealthy(10 * time.Second)
-	primary.Sweep()
-	replica.Sweep()
-	exact(t, "after one slot", primary.Metrics(), sets, members)
-	exact(t, "after one slot (replica)", replica.Metrics(), sets, members)
+	sweepBoth(t, "after one slot", primary, replica, sets, members)
 
 	// Slots 0-999 (some 250 keys) go from their owners to the next
 	// master while both exporters sweep without pause. The migration
@@ -607,10 +611,7 @@ loop:
 	}
 	cl.WaitHealthy(10 * time.Second)
 	cl.WaitReplicated()
-	primary.Sweep()
-	replica.Sweep()
-	exact(t, "after reshard", primary.Metrics(), sets, members)
-	exact(t, "after reshard (replica)", replica.Metrics(), sets, members)
+	sweepBoth(t, "after reshard", primary, replica, sets, members)
 }
 
 // TestClusterFailover promotes a replica with CLUSTER FAILOVER while the
@@ -632,10 +633,7 @@ func TestClusterFailover(t *testing.T) {
 	sets, members := len(users), 2*len(users)
 	writeLive(t, cc, users, redisTimeMs(t, cc))
 	cl.WaitReplicated()
-	primary.Sweep()
-	replica.Sweep()
-	exact(t, "before", primary.Metrics(), sets, members)
-	exact(t, "before (replica)", replica.Metrics(), sets, members)
+	sweepBoth(t, "before", primary, replica, sets, members)
 
 	promoted := cl.Replicas()[0]
 	stop := make(chan struct{})
@@ -696,10 +694,7 @@ func TestClusterFailover(t *testing.T) {
 	// The counters can only have grown; the gauges of the last sweeps
 	// must be the whole truth.
 	for i := range 3 {
-		primary.Sweep()
-		replica.Sweep()
-		exact(t, fmt.Sprintf("after failover, sweep %d", i), primary.Metrics(), sets, members)
-		exact(t, fmt.Sprintf("after failover, sweep %d (replica)", i), replica.Metrics(), sets, members)
+		sweepBoth(t, fmt.Sprintf("after failover, sweep %d", i), primary, replica, sets, members)
 	}
 	resetStats(t, cl)
 	primary.Sweep()
