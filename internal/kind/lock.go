@@ -66,7 +66,6 @@ type lock struct {
 	// leases is the last expiry seen per key, for heartbeats.
 	leases map[uint64]lease
 	gen    uint32
-	bounds track.Bounds // for locks with a lease
 	cur    lockGauges
 	last   lockGauges
 }
@@ -114,12 +113,6 @@ func (t *lock) Limits() track.Limits {
 func (t *lock) Begin(sw *Sweep) redisread.Reads {
 	t.gen++
 	t.cur = lockGauges{}
-	// Nothing with a lease is expired (Redis deletes it) or stale.
-	t.bounds = track.Bounds{
-		Expired:     math.Inf(-1),
-		StaleBelow:  math.Inf(-1),
-		FutureAbove: float64(sw.Now) + t.rules.TTL + t.rules.Skew,
-	}
 	return &lockReads{now: sw.Now}
 }
 
@@ -130,11 +123,8 @@ func (t *lock) renewMargin() float64 { return min(t.rules.TTL/10, 1000) }
 func (t *lock) Apply(sw *Sweep, k Key) {
 	kr := k.Read
 	token := track.MemberHash(t.digest, kr.Key, kr.Text)
-	expiry, b := math.Inf(1), &noLease
-	if kr.PTTL >= 0 {
-		expiry, b = float64(sw.Now+kr.PTTL), &t.bounds
-	}
-	o := t.members.Observe(token, k.Hash, expiry, sw.Now, b, &t.rules)
+	expiry, b := LockBounds(&t.rules, sw.Now, kr.PTTL)
+	o := t.members.Observe(token, k.Hash, expiry, sw.Now, &b, &t.rules)
 	if o.Duplicate {
 		return
 	}
