@@ -104,7 +104,24 @@ type Sampling struct {
 	MaxKeysPerSecond int           `yaml:"max_keys_per_second"` // default 0 = unbounded
 	MaxMembersPerKey int           `yaml:"max_members_per_key"` // default 1000
 	Discovery        string        `yaml:"discovery"`           // scan (default) or notify
-	FullScanInterval time.Duration `yaml:"full_scan_interval"`  // notify mode only; default 5m
+	// FullScanInterval is how often every key is read again even when
+	// nothing said it changed: the notify watcher's full SCAN, and the
+	// slow reconciliation of track_changes. Default 5m.
+	FullScanInterval time.Duration `yaml:"full_scan_interval"`
+	// TrackChanges reads only the keys written since their last read
+	// (Redis client tracking), and advances the others with time from
+	// what was read. Default true; false reads every key every sweep.
+	TrackChanges bool `yaml:"track_changes"`
+	// RedisCPUShare is the share of one Redis core the exporter may add,
+	// measured from INFO cpu; reads are paced toward it. Default 0.1; 0
+	// turns CPU pacing off (max_keys_per_second still applies).
+	RedisCPUShare float64 `yaml:"redis_cpu_share"`
+	// Shard is "i/n": this exporter reads only the keys whose cluster
+	// hash slot s has s % n == i. Empty: every key.
+	Shard string `yaml:"shard"`
+	// ShardIndex and ShardCount are Shard parsed (0 and 1 without one).
+	ShardIndex int `yaml:"-"`
+	ShardCount int `yaml:"-"`
 }
 
 // Leaks controls leak detection and the per-user series cap.

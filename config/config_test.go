@@ -55,6 +55,9 @@ var badConfigs = map[string]string{
 	"bad-max-members-per-key.yml": "sampling.max_members_per_key: must be >= 1",
 	"bad-discovery.yml":           `sampling.discovery: unknown discovery "poll" (want scan or notify)`,
 	"bad-full-scan-interval.yml":  "sampling.full_scan_interval: must be >= interval",
+	"bad-redis-cpu-share.yml":     "sampling.redis_cpu_share: must be between 0 and 1, a share of one Redis core (0 = no CPU pacing)",
+	"bad-shard.yml":               `sampling.shard: want i/n with 0 <= i < n <= 16384, such as 0/3, not "3/3"`,
+	"bad-shard-format.yml":        `sampling.shard: want i/n with 0 <= i < n <= 16384, such as 0/3, not "two"`,
 	"bad-floor-window.yml":        "leaks.floor_window: must be >= sampling.window",
 	"bad-per-user-series.yml":     "leaks.per_user_series: must be >= 0",
 
@@ -167,6 +170,9 @@ func TestGoodDefaults(t *testing.T) {
 			MaxMembersPerKey: 1000,
 			Discovery:        DiscoveryScan,
 			FullScanInterval: 5 * time.Minute,
+			TrackChanges:     true,
+			RedisCPUShare:    0.1,
+			ShardCount:       1,
 		},
 		Leaks: Leaks{
 			FloorWindow:   30 * time.Minute,
@@ -237,6 +243,9 @@ func TestGoodExplicit(t *testing.T) {
 		MaxMembersPerKey: 50,
 		Discovery:        DiscoveryNotify,
 		FullScanInterval: 10 * time.Minute,
+		TrackChanges:     true,
+		RedisCPUShare:    0.1,
+		ShardCount:       1,
 	}
 	if c.Sampling != wantSampling {
 		t.Errorf("sampling = %+v, want %+v", c.Sampling, wantSampling)

@@ -325,6 +325,9 @@ func decodeSampling(n *yaml.Node, path string, s *Sampling) (present, error) {
 		"max_members_per_key": integer(&s.MaxMembersPerKey),
 		"discovery":           str(&s.Discovery),
 		"full_scan_interval":  duration(&s.FullScanInterval),
+		"track_changes":       boolean(&s.TrackChanges),
+		"redis_cpu_share":     number(&s.RedisCPUShare),
+		"shard":               str(&s.Shard),
 	}, nil)
 }
 

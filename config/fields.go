@@ -91,6 +91,20 @@ func integer(dst *int) fieldFunc {
 	}
 }
 
+func number(dst *float64) fieldFunc {
+	return func(n *yaml.Node, path string) error {
+		if n.Kind != yaml.ScalarNode {
+			return errf(path, "must be a number, not %s", describe(n))
+		}
+		var v float64
+		if (n.ShortTag() != "!!float" && n.ShortTag() != "!!int") || n.Decode(&v) != nil {
+			return errf(path, "invalid number %q", n.Value)
+		}
+		*dst = v
+		return nil
+	}
+}
+
 func boolean(dst *bool) fieldFunc {
 	return func(n *yaml.Node, path string) error {
 		if n.Kind != yaml.ScalarNode {
@@ -118,4 +132,3 @@ func duration(dst *time.Duration) fieldFunc {
 		return nil
 	}
 }
-

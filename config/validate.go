@@ -28,6 +28,8 @@ const (
 	DefaultMaxMembersPerKey   = 1000
 	DefaultDiscovery          = DiscoveryScan
 	DefaultFullScanInterval   = 5 * time.Minute
+	DefaultTrackChanges       = true
+	DefaultRedisCPUShare      = 0.1
 	DefaultFloorWindow        = 30 * time.Minute
 	DefaultPerUserSeries      = 500
 	DefaultClockSkewTolerance = 5 * time.Second
@@ -77,6 +79,12 @@ func applyDefaults(c *Config, p *presence) {
 	}
 	if !p.sampling["full_scan_interval"] {
 		s.FullScanInterval = DefaultFullScanInterval
+	}
+	if !p.sampling["track_changes"] {
+		s.TrackChanges = DefaultTrackChanges
+	}
+	if !p.sampling["redis_cpu_share"] {
+		s.RedisCPUShare = DefaultRedisCPUShare
 	}
 
 	if !p.leaks["floor_window"] {
@@ -413,6 +421,27 @@ func validateSampling(s *Sampling) error {
 		return errors.New("sampling.full_scan_interval: must be > 0")
 	case s.Discovery == DiscoveryNotify && s.FullScanInterval < s.Interval:
 		return errors.New("sampling.full_scan_interval: must be >= interval")
+	case !(s.RedisCPUShare >= 0 && s.RedisCPUShare <= 1):
+		return errors.New("sampling.redis_cpu_share: must be between 0 and 1, a share of one Redis core (0 = no CPU pacing)")
 	}
+	i, n, err := parseShard(s.Shard)
+	if err != nil {
+		return err
+	}
+	s.ShardIndex, s.ShardCount = i, n
 	return nil
+}
+
+// parseShard reads sampling.shard, "i/n" with 0 <= i < n; "" is 0/1.
+func parseShard(v string) (int, int, error) {
+	if v == "" {
+		return 0, 1, nil
+	}
+	a, b, ok := strings.Cut(v, "/")
+	i, err1 := strconv.Atoi(strings.TrimSpace(a))
+	n, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil || n < 1 || n > 16384 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("sampling.shard: want i/n with 0 <= i < n <= 16384, such as 0/3, not %q", v)
+	}
+	return i, n, nil
 }
