@@ -127,6 +127,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer rel.Close()
+		rel.SetFirstSeen(e.FirstSeen)
 		e.release = rel
 	}
 	if *demoMode {
@@ -174,6 +175,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			Timeout:             10 * time.Second,
 		}),
 		Source:        e,
+		FirstSeen:     e.FirstSeen,
 		Ready:         e.ready,
 		Reload:        e.reload,
 		EnablePprof:   *enablePprof,

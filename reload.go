@@ -134,6 +134,15 @@ func (e *exporter) Topology() *redisread.Topology {
 	return nil
 }
 
+// FirstSeen looks a member up in the running sweeper's trackers, for the
+// on-call page and the release preview.
+func (e *exporter) FirstSeen(family, key, member string) (int64, bool) {
+	if s := e.sweeper.Load(); s != nil {
+		return s.FirstSeen(family, key, member)
+	}
+	return 0, false
+}
+
 func (e *exporter) ready() bool {
 	s := e.sweeper.Load()
 	return s != nil && s.Ready()

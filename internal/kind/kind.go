@@ -61,6 +61,14 @@ type Tracker interface {
 	Reconfigure(f *config.Family, s *config.Sampling)
 }
 
+// FirstSeer is a Tracker that remembers members: the on-call page shows
+// when each was first seen.
+type FirstSeer interface {
+	// FirstSeen returns when member of key was first seen (Redis time,
+	// ms), if it is tracked. A lock's member is its token.
+	FirstSeen(key, member string) (int64, bool)
+}
+
 // Ended is what a sweep's End ended, for the lost warning.
 type Ended struct {
 	Lost int64

@@ -224,3 +224,7 @@ func (l *lockReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 	}
 	return nil
 }
+
+func (t *lock) FirstSeen(key, token string) (int64, bool) {
+	return t.members.FirstSeen(track.MemberHash(xxhash.New(), key, token), xxhash.Sum64String(key))
+}

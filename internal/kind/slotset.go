@@ -3,6 +3,8 @@ package kind
 import (
 	"math"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
@@ -160,3 +162,7 @@ func (t *slotSet) Publish(f *snapshot.Family) {
 }
 
 func (t *slotSet) UserExtra(string) []snapshot.Value { return nil }
+
+func (t *slotSet) FirstSeen(key, member string) (int64, bool) {
+	return t.members.FirstSeen(track.MemberHash(xxhash.New(), key, member), xxhash.Sum64String(key))
+}

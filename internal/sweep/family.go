@@ -26,6 +26,9 @@ type family struct {
 	leaks    *config.Leaks
 	s        *Sweeper // read-only: topology, reader, watcher, logger
 	state    *state
+	// mu is held while a sweep changes the state, so that the on-call
+	// page can look a member up between sweeps.
+	mu sync.Mutex
 
 	snap  atomic.Pointer[snapshot.Family]
 	clock atomic.Pointer[clockReading]
@@ -73,6 +76,8 @@ func (f *family) retryAfter() time.Duration {
 }
 
 func (f *family) sweepAndPublish(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	st := f.state
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, f.sampling.Timeout)

@@ -169,6 +169,25 @@ func (s *Sweeper) Snapshot() *snapshot.Snapshot {
 	return snap
 }
 
+// FirstSeen returns when a member of a family's key was first seen (Redis
+// time, ms), if the family's tracker remembers it. It waits for a sweep in
+// progress to finish.
+func (s *Sweeper) FirstSeen(family, key, member string) (int64, bool) {
+	for _, f := range s.fams {
+		if f.cfg.Name != family {
+			continue
+		}
+		fs, ok := f.state.tracker.(kind.FirstSeer)
+		if !ok {
+			return 0, false
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return fs.FirstSeen(key, member)
+	}
+	return 0, false
+}
+
 // Topology is how the sweeper finds the servers, for live reads of one
 // key (the on-call page).
 func (s *Sweeper) Topology() *redisread.Topology { return s.topo }

@@ -175,6 +175,20 @@ func (t *MemberTracker) Observe(h uint64, keyHash uint64, score float64, now int
 	return o
 }
 
+// FirstSeen returns when the member with hash h of the key with hash
+// keyHash was first seen (Redis time, ms), if it is tracked.
+func (t *MemberTracker) FirstSeen(h, keyHash uint64) (int64, bool) {
+	if len(t.slots) == 0 {
+		return 0, false
+	}
+	s := t.find(slotHash(h, keyHash))
+	if s.h == 0 {
+		return 0, false
+	}
+	at, ok := t.genTime[s.first]
+	return at, ok
+}
+
 // Carry keeps every member of a key that could not be read in this sweep
 // (oversized, or an error local to that key), so that it does not count
 // as ended.
