@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
 	toolkit "github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
@@ -63,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		enablePprof = app.Flag("web.enable-pprof", "Serve Go runtime profiles at /debug/pprof/ (and link them from the landing page).").Bool()
 		enableRel   = app.Flag("web.enable-release", "Serve the release button on the on-call pages. Needs basic-auth users in --web.config.file, --release.audit-file, and a release block in the config file.").Bool()
 		auditFile   = app.Flag("release.audit-file", "File that every release preview and release is appended to, one JSON line each (the web button and the release command).").String()
+		maxRequests = app.Flag("web.max-requests", "Maximum number of parallel scrapes of the metrics path; more get 503, counted in promhttp_metric_handler_requests_total{code=\"503\"} and logged. 0 means no limit.").Default("40").Int()
+		idleTimeout = app.Flag("web.idle-timeout", "How long an idle keep-alive connection is kept open.").Default("2m").Duration()
 		webFlags    = kingpinflag.AddFlags(app, ":10121")
 
 		// The exporter is the default command: no command runs it as before.
@@ -163,17 +164,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	reg.MustRegister(collector.New(e.Snapshot, opts))
 
 	handler, err := web.New(web.Options{
-		Name:        name,
-		Description: "Prometheus exporter and leak detector for crash-safe limits kept in Redis. Sweeps run in the background; a scrape reads the latest snapshot and never touches Redis.",
-		Version:     version.Info(),
-		Logger:      logger,
-		MetricsPath: *metricsPath,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-			ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
-			ErrorHandling:       promhttp.ContinueOnError,
-			MaxRequestsInFlight: 10,
-			Timeout:             10 * time.Second,
-		}),
+		Name:          name,
+		Description:   "Prometheus exporter and leak detector for crash-safe limits kept in Redis. Sweeps run in the background; a scrape reads the latest snapshot and never touches Redis.",
+		Version:       version.Info(),
+		Logger:        logger,
+		MetricsPath:   *metricsPath,
+		Metrics:       metricsHandler(reg, *maxRequests, logger),
 		Source:        e,
 		FirstSeen:     e.FirstSeen,
 		Ready:         e.ready,
@@ -203,7 +199,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	// ErrorLog: failed TLS handshakes and the like go through the
 	// exporter's logger and its format, not straight to stderr.
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *idleTimeout,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}
 	errc := make(chan error, 1)
 	go func() { errc <- toolkit.ListenAndServe(srv, webFlags, logger) }()

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metricsHandler serves the registry with at most maxInFlight scrapes at
+// once (0: no limit). Refused scrapes get 503; they are counted in
+// promhttp_metric_handler_requests_total{code="503"} and logged, at most
+// once every refusalLogEvery with the number refused since, so that a
+// scrape storm is seen without flooding the log.
+func metricsHandler(reg *prometheus.Registry, maxInFlight int, logger *slog.Logger) http.Handler {
+	h := promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: maxInFlight,
+		Timeout:             10 * time.Second,
+	}))
+	rl := &refusalLog{logger: logger, limit: maxInFlight}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		if sw.status == http.StatusServiceUnavailable {
+			rl.refused()
+		}
+	})
+}
+
+const refusalLogEvery = 10 * time.Second
+
+type refusalLog struct {
+	logger *slog.Logger
+	limit  int
+	mu     sync.Mutex
+	last   time.Time
+	since  int
+}
+
+func (l *refusalLog) refused() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.since++
+	if time.Since(l.last) < refusalLogEvery {
+		return
+	}
+	l.logger.Warn("scrapes refused: too many in flight; raise --web.max-requests or scrape less often",
+		"limit", l.limit, "refused", l.since)
+	l.last, l.since = time.Now(), 0
+}
+
+// statusWriter remembers the status code written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
