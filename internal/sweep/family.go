@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,6 +92,9 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 			return err
 		}
 		st.sweepErrors++
+		// Keys the feed named for this sweep may not all have been read:
+		// the next sweep reads everything.
+		st.synced = nil
 		if st.failures == 0 {
 			st.firstFailure = start
 		}
@@ -111,17 +115,30 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 		st.failures = 0
 		st.lastSuccess = end
 		st.lastGauges = g
+		st.synced, st.pendingSync = st.pendingSync, nil
+		st.known = g.sets
+		if st.lastStart.IsZero() {
+			st.period = dur
+		} else {
+			st.period = start.Sub(st.lastStart)
+		}
+		st.lastStart = start
 	}
 	if dur > f.sampling.Interval {
 		st.overruns++
 		f.log().Warn("sweep overran sampling.interval", "duration", dur, "interval", f.sampling.Interval,
-			"hint", "raise sampling.interval or sampling.max_keys_per_second")
+			"hint", "the read budget (sampling.redis_cpu_share, max_keys_per_second) is short of reading every changed key each interval; slot_exporter_sampling_period_seconds says what is achieved")
 	}
 	fs := f.emptySnapshot()
 	fs.OK, fs.LastSuccess, fs.Duration = err == nil, st.lastSuccess, dur
 	fs.SweepErrors, fs.Overruns, fs.KeysScanned = st.sweepErrors, st.overruns, st.keysScanned
 	for i, name := range redisread.SkipReasonNames() {
 		fs.Skipped = append(fs.Skipped, snapshot.Count{Label: name, N: st.skipped[i]})
+	}
+	if st.period > 0 {
+		// Published with every attempt, fresh or not: the stale-sweep
+		// alert compares the age of the last sweep with it.
+		fs.Gauges = append(fs.Gauges, snapshot.Value{Metric: snapshot.SamplingPeriod, V: st.period.Seconds()})
 	}
 	if !st.lastSuccess.IsZero() {
 		g := st.lastGauges
@@ -138,7 +155,7 @@ func (f *family) emptySnapshot() *snapshot.Family {
 	return &snapshot.Family{
 		Name: f.cfg.Name, Kind: string(f.cfg.Kind),
 		Limit: float64(lim.Limit), HasLimit: lim.Limit > 0, FloorWindow: f.cfg.FloorWindow,
-		StaleAfter: 2 * f.sampling.Interval, OverLimitShown: lim.OverLimitIsAnomaly,
+		StaleAfter: 2 * max(f.sampling.Interval, f.state.period), OverLimitShown: lim.OverLimitIsAnomaly,
 	}
 }
 
@@ -154,6 +171,14 @@ type sweepRun struct {
 	moved     []string
 	rereading bool
 	missed    int // moved keys that could not be read even then
+	// replayer is the kind's replay, when the kind has one and change
+	// tracking is on; changed are the keys to read per node when this
+	// sweep reads only what changed (nil: every key).
+	replayer kind.Replayer
+	changed  map[string][]string
+	volatile []string
+	quota    int
+	cursorMu sync.Mutex
 }
 
 func (f *family) sweep(ctx context.Context) (gauges, error) {
@@ -186,8 +211,22 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 		run.seenKeys = make(map[uint64]struct{})
 	}
 	run.reads = st.tracker.Begin(&run.Sweep)
-	run.plan = &redisread.Plan{Match: f.cfg.Match, ScanCount: int64(f.sampling.ScanCount), Budget: st.budget, Reads: run.reads}
+	run.plan = &redisread.Plan{Match: f.cfg.Match, ScanCount: int64(f.sampling.ScanCount), Budget: st.budget,
+		Reads: run.reads, Shard: f.s.shard, Now: run.Now}
+	if p := f.s.pacer; p != nil {
+		p.setNodes(nodes)
+		run.plan.Pace = p.limiter
+		run.plan.Spent = func(n int) { p.keys.Add(uint64(n)) }
+		p.active.Add(1)
+		defer p.active.Add(-1)
+	}
 	st.floor.Begin()
+	f.planChanges(ctx, run, nodes)
+	if run.changed != nil && run.seenKeys == nil {
+		// Keys named by the feed, re-read as volatile and met by the
+		// reconciliation can overlap.
+		run.seenKeys = make(map[uint64]struct{})
+	}
 
 	out := make(chan []redisread.KeyRead, 2*len(nodes))
 	errc := make(chan error, len(nodes))
@@ -198,8 +237,26 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := f.readNode(sctx, n, run.plan, out); err != nil {
+			read := f.readNode
+			if run.changed != nil {
+				read = func(ctx context.Context, n redisread.Node, p *redisread.Plan, out chan<- []redisread.KeyRead) error {
+					return f.readChanged(ctx, run, n, out)
+				}
+			}
+			if err := read(sctx, n, run.plan, out); err != nil {
 				errc <- fmt.Errorf("node %s: %w", n.Addr, err)
+				cancel()
+			}
+		}()
+	}
+	if len(run.volatile) > 0 {
+		// Keys read every sweep go through the router, which finds
+		// their node now.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f.s.reader.ReadKeys(sctx, topo.Router(), run.plan, run.volatile, out); err != nil {
+				errc <- fmt.Errorf("keys read every sweep: %w", err)
 				cancel()
 			}
 		}()
@@ -222,6 +279,14 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 		return gauges{}, err
 	}
 	deferEnds := f.settle(ctx, run, start)
+	if run.changed != nil {
+		if deferEnds {
+			// Keys moved between nodes in a way this sweep could not
+			// follow: the next one reads everything.
+			st.pendingSync = nil
+		}
+		run.sets += run.replayer.Replay(&run.Sweep)
+	}
 
 	// A deferred sweep ends nothing, and a restart it noticed is for the
 	// sweep that does.
@@ -231,7 +296,7 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 	}
 	ended := st.tracker.End(&run.Sweep, lost, deferEnds)
 	if lost && ended.Lost > 0 {
-		f.log().Warn("holds lost: Redis restarted or failed over", "lost", ended.Lost)
+		f.log().Warn("holds lost: the data vanished (restart, failover, flush, or another Redis)", "lost", ended.Lost)
 	}
 
 	g := gauges{sets: run.sets}
@@ -267,6 +332,9 @@ func (f *family) readNode(ctx context.Context, n redisread.Node, p *redisread.Pl
 func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 	st := f.state
 	kh := xxhash.Sum64String(kr.Key)
+	if run.replayer != nil {
+		defer f.track(run, kr)
+	}
 	if kr.Status == redisread.Missed {
 		// Not read here: it counts as scanned where it is read.
 		if !run.rereading {
@@ -307,4 +375,114 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 	}
 	run.sets++
 	st.tracker.Apply(&run.Sweep, kind.Key{Read: kr, Hash: kh, User: user, UserHash: xxhash.Sum64String(user)})
+}
+
+// track keeps the family's books on which keys the kind can replay: a
+// key it holds is not read again until it changes; one it cannot hold
+// (an oversized set, a skipped key) is read every sweep; one gone is
+// forgotten.
+func (f *family) track(run *sweepRun, kr *redisread.KeyRead) {
+	st := f.state
+	kh := xxhash.Sum64String(kr.Key)
+	switch kr.Status {
+	case redisread.Missed:
+		return
+	case redisread.Gone:
+		run.replayer.Forget(kh)
+		delete(st.volatile, kr.Key)
+		return
+	}
+	if kr.Status == redisread.OK && run.replayer.Held(kh) {
+		delete(st.volatile, kr.Key)
+		return
+	}
+	run.replayer.Forget(kh)
+	st.volatile[kr.Key] = struct{}{}
+}
+
+// planChanges decides whether this sweep reads every key or only what
+// changed, and which keys those are. It reads every key when change
+// tracking is off or unavailable, when the kind cannot replay (streams),
+// and when a node's feed epoch is not the one of the family's last
+// complete read (the first sweep, a lost connection, a flush).
+func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []redisread.Node) {
+	st := f.state
+	rp, ok := st.tracker.(kind.Replayer)
+	feed := f.s.changes
+	st.pendingSync = nil
+	if feed == nil || !ok {
+		return
+	}
+	run.replayer = rp
+	epochs := make(map[string]int, len(nodes))
+	changed := make(map[string][]string, len(nodes))
+	full := len(st.synced) != len(nodes)
+	for _, n := range nodes {
+		keys, epoch, err := feed.Changes(ctx, n, f.cfg.Name)
+		if err != nil {
+			// Without tracking on a node, every key is read.
+			st.synced = nil
+			return
+		}
+		epochs[n.Addr], changed[n.Addr] = epoch, keys
+		if e, ok := st.synced[n.Addr]; !ok || e != epoch {
+			full = true
+		}
+	}
+	st.pendingSync = epochs
+	if full {
+		clear(st.volatile)
+		return
+	}
+	run.changed = changed
+	for k := range st.volatile {
+		run.volatile = append(run.volatile, k)
+	}
+	if fs := f.sampling.FullScanInterval; fs > 0 {
+		// The slow reconciliation: a share of every key per sweep, so
+		// that each is read again about every full_scan_interval.
+		per := float64(st.known) * f.sampling.Interval.Seconds() / fs.Seconds() / float64(len(nodes))
+		run.quota = int(math.Ceil(per))
+	}
+}
+
+// readChanged reads one node's changed keys, and the next slice of the
+// reconciliation's SCAN, which goes on from where the last sweep left it.
+func (f *family) readChanged(ctx context.Context, run *sweepRun, n redisread.Node, out chan<- []redisread.KeyRead) error {
+	st := f.state
+	keys := run.changed[n.Addr]
+	if run.quota > 0 {
+		seen := make(map[string]struct{}, len(keys))
+		for _, k := range keys {
+			seen[k] = struct{}{}
+		}
+		run.cursorMu.Lock()
+		cursor := st.cursor[n.Addr]
+		run.cursorMu.Unlock()
+		got := 0
+		for got < run.quota {
+			page, next, err := n.C.Scan(ctx, cursor, f.cfg.Match, int64(f.sampling.ScanCount)).Result()
+			if err != nil {
+				return fmt.Errorf("SCAN: %w", err)
+			}
+			for _, k := range page {
+				if _, dup := seen[k]; !dup {
+					seen[k] = struct{}{}
+					keys = append(keys, k)
+				}
+			}
+			got += len(page)
+			cursor = next
+			if next == 0 {
+				break
+			}
+		}
+		run.cursorMu.Lock()
+		st.cursor[n.Addr] = cursor
+		run.cursorMu.Unlock()
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return f.s.reader.ReadKeys(ctx, n.C, run.plan, keys, out)
 }
