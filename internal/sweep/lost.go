@@ -26,22 +26,39 @@ type lostWatch struct {
 	// as lost when a later sweep ends them.
 	suspect bool
 	warned  bool
+	// movedFrom are the identities of the servers read before a reload
+	// that changed the address (not the database): if the first sweep
+	// after it finds the same servers (a host-name alias, another Sentinel
+	// list), nothing was lost.
+	movedFrom map[string]redisread.Identity // by run_id
 }
 
 func newLostWatch() lostWatch { return lostWatch{nodes: map[string]redisread.Identity{}} }
 
 // markMoved records that the family now reads another Redis: what was
-// tracked from the old one and is not seen again is lost.
-func (l *lostWatch) markMoved() {
+// tracked from the old one and is not seen again is lost. sameDB is false
+// when the database changed: another dataset, even on the same server.
+func (l *lostWatch) markMoved(sameDB bool) {
 	l.suspect = true
+	l.movedFrom = nil
+	if sameDB {
+		l.movedFrom = map[string]redisread.Identity{}
+		for _, id := range l.nodes {
+			l.movedFrom[id.RunID] = id
+		}
+	}
 	l.nodes = map[string]redisread.Identity{}
 }
 
 // check reads every node's identity and flush count.
 func (l *lostWatch) check(ctx context.Context, nodes []redisread.Node, log *slog.Logger) {
+	moved := l.movedFrom
+	l.movedFrom = nil
+	sameServers := moved != nil
 	for _, n := range nodes {
 		id, err := redisread.Identify(ctx, n.C)
 		if err != nil || id.RunID == "" {
+			sameServers = false
 			if !l.warned {
 				// Without INFO the sweep still works, but an emptied
 				// keyspace cannot be told from mass releases.
@@ -58,6 +75,12 @@ func (l *lostWatch) check(ctx context.Context, nodes []redisread.Node, log *slog
 				l.suspect = true
 			}
 		}
+		if old, ok := moved[id.RunID]; !ok || id.Flushes > old.Flushes || id.Commands < old.Commands {
+			sameServers = false
+		}
 		l.nodes[n.Addr] = id
+	}
+	if sameServers {
+		l.suspect = false
 	}
 }

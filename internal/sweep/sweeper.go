@@ -84,7 +84,7 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 		if p := old[fc.Name]; p != nil && p.cfg.Kind == fc.Kind {
 			st = p.state.handOver(fc, &cfg.Sampling)
 			if !sameRedis(&prev.cfg.Redis, &cfg.Redis) {
-				st.lost.markMoved()
+				st.lost.markMoved(prev.cfg.Redis.DB == cfg.Redis.DB)
 			}
 		}
 		f := &family{cfg: fc, sampling: &cfg.Sampling, leaks: &cfg.Leaks, s: s, state: st}
