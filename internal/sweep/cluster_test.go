@@ -178,6 +178,7 @@ var excludedFromEquality = map[string]bool{
 	"slot_exporter_sweep_duration_seconds":       true,
 	"slot_exporter_last_sweep_timestamp_seconds": true,
 	"slot_exporter_clock_skew_seconds":           true,
+	"slot_exporter_sampling_period_seconds":      true,
 }
 
 func metricName(series string) string {
