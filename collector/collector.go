@@ -140,6 +140,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for _, sk := range f.Skipped {
 			counter(descKeysSkipped, float64(sk.N), fam, sk.Label)
 		}
+		for _, v := range f.Gauges {
+			if v.Metric == snapshot.SamplingPeriod {
+				value(fam, v)
+			}
+		}
 		if !f.Fresh(now) {
 			// No good sweep within 2 x interval: domain series go away
 			// instead of repeating frozen numbers that alerts would trust.
@@ -169,7 +174,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		for _, v := range f.Gauges {
-			value(fam, v)
+			if v.Metric != snapshot.SamplingPeriod {
+				value(fam, v)
+			}
 		}
 		for _, v := range f.Counters {
 			value(fam, v)

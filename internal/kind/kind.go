@@ -69,6 +69,46 @@ type FirstSeer interface {
 	FirstSeen(key, member string) (int64, bool)
 }
 
+// Replayer is a Tracker that can fold a key it did not read in a sweep,
+// from what it held of the key's last read, exactly as a full read at the
+// sweep's Redis time would find it: the sweep calls Replay only for keys
+// that nothing has written since they were read (internal/redisread's
+// ChangeFeed), and what changes with time alone (a member's state, a
+// lease's or a key's remaining time, a queue head's wait) is computed at
+// sw.Now. A key whose expiry has passed is gone, as Redis would have it.
+//
+// A kind whose keys change in ways that client tracking does not report
+// (a stream's consumer groups) does not implement it: its keys are read
+// every sweep.
+type Replayer interface {
+	Tracker
+	// Held reports whether the kind holds what it needs to replay key h;
+	// a key it cannot (an oversized set) is read every sweep.
+	Held(h uint64) bool
+	// Forget drops what is held of key h (gone, skipped, unusable).
+	Forget(h uint64)
+	// Replay folds every held key that was not applied in this sweep
+	// and is not carried, and returns how many it folded.
+	Replay(sw *Sweep) int
+}
+
+// remaining is a held expiry (Redis ms, -1: none) as a PTTL at now, and
+// whether the key still exists then.
+func remaining(expiry, now int64) (int64, bool) {
+	if expiry < 0 {
+		return -1, true
+	}
+	return expiry - now, expiry > now
+}
+
+// expiryOf is a read's PTTL as a Redis time (ms), -1 without expiry.
+func expiryOf(pttl, now int64) int64 {
+	if pttl < 0 {
+		return -1
+	}
+	return now + pttl
+}
+
 // Ended is what a sweep's End ended, for the lost warning.
 type Ended struct {
 	Lost int64
@@ -125,3 +165,12 @@ func ms(d interface{ Milliseconds() int64 }) float64 { return float64(d.Millisec
 func gauge(m *snapshot.Metric, v float64, labels ...string) snapshot.Value {
 	return snapshot.Value{Metric: m, V: v, Labels: labels}
 }
+
+// The kinds that replay; stream does not (see Replayer).
+var (
+	_ Replayer = (*slotSet)(nil)
+	_ Replayer = (*counter)(nil)
+	_ Replayer = (*rateLimit)(nil)
+	_ Replayer = (*lock)(nil)
+	_ Replayer = (*list)(nil)
+)

@@ -49,6 +49,15 @@ type list struct {
 	heads   *track.HeadTracker
 	cur     listGauges
 	last    listGauges
+	held    map[uint64]listHeld
+	gen     uint32
+}
+
+type listHeld struct {
+	user   uint64
+	length int64
+	head   uint64
+	gen    uint32
 }
 
 type listGauges struct {
@@ -60,7 +69,7 @@ type listGauges struct {
 }
 
 func newList(f *config.Family, _ *config.Sampling) Tracker {
-	t := &list{heads: track.NewHeadTracker()}
+	t := &list{heads: track.NewHeadTracker(), held: map[uint64]listHeld{}}
 	t.Reconfigure(f, nil)
 	return t
 }
@@ -76,29 +85,58 @@ func (t *list) Limits() track.Limits {
 func (t *list) Begin(*Sweep) redisread.Reads {
 	t.heads.Begin()
 	t.cur = listGauges{waits: map[uint64]int64{}}
+	t.gen++
 	return &listReads{left: t.left}
 }
 
 func (t *list) Apply(sw *Sweep, k Key) {
-	kr := k.Read
-	head, _ := kr.Extra.(uint64)
-	wait := t.heads.Observe(k.Hash, head, sw.Now)
-	t.cur.items += kr.Value
+	head, _ := k.Read.Extra.(uint64)
+	t.held[k.Hash] = listHeld{user: k.UserHash, length: k.Read.Value, head: head, gen: t.gen}
+	t.apply(sw, k.Hash, k.UserHash, k.User, k.Read.Value, head)
+}
+
+func (t *list) Held(h uint64) bool { _, ok := t.held[h]; return ok }
+
+func (t *list) Forget(h uint64) { delete(t.held, h) }
+
+// Replay: a queue's length and head change only by writes (a pop, a
+// push, a move); the head's wait grows with time.
+func (t *list) Replay(sw *Sweep) int {
+	n := 0
+	for h, e := range t.held {
+		if e.gen == t.gen {
+			continue
+		}
+		if _, ok := sw.Carry[uint32(h)]; ok {
+			continue
+		}
+		e.gen = t.gen
+		t.held[h] = e
+		t.apply(sw, h, e.user, "", e.length, e.head)
+		n++
+	}
+	return n
+}
+
+func (t *list) apply(sw *Sweep, keyHash, userHash uint64, user string, length int64, head uint64) {
+	wait := t.heads.Observe(keyHash, head, sw.Now)
+	t.cur.items += length
 	var flags uint8
 	if wait > t.maxWait {
 		t.cur.stalled++
 		flags |= track.AnomalyKind
 	}
-	if w, ok := t.cur.waits[k.UserHash]; !ok || wait > w {
-		t.cur.waits[k.UserHash] = wait
+	if w, ok := t.cur.waits[userHash]; !ok || wait > w {
+		t.cur.waits[userHash] = wait
 	}
-	sw.Floor.Add(k.UserHash, k.User, kr.Value, flags)
+	sw.Floor.Add(userHash, user, length, flags)
 }
 
 func (t *list) End(sw *Sweep, _, deferEnds bool) Ended {
 	t.last = t.cur
 	if !deferEnds {
 		t.heads.Sweep(sw.Carry)
+		dropUnseen(t.held, t.gen, sw.Carry, func(e listHeld) uint32 { return e.gen })
 	}
 	return Ended{}
 }

@@ -27,9 +27,9 @@ import (
 // last.
 //
 // It reads the token (the first redisread.MaxTokenBytes bytes) and PTTL,
-// with Redis TIME in the same pipeline (lockReads): each lease's expiry is
-// then exact to the pipeline, not late by however long the sweep took to
-// reach the key. A value of another type is skipped as wrong_type.
+// with Redis TIME in the same pipeline (put there by the reader): each
+// lease's expiry is then exact to the pipeline, not late by however long
+// the sweep took to reach the key. A value of another type is skipped as wrong_type.
 //
 // States in slot_members{state}:
 //   - future: PTTL > ttl + clock_skew_tolerance, a lease no holder asked
@@ -71,6 +71,7 @@ type lock struct {
 }
 
 type lease struct {
+	user   uint64
 	token  uint64
 	expiry float64 // ms; +Inf without a TTL
 	gen    uint32
@@ -113,7 +114,8 @@ func (t *lock) Limits() track.Limits {
 func (t *lock) Begin(sw *Sweep) redisread.Reads {
 	t.gen++
 	t.cur = lockGauges{}
-	return &lockReads{now: sw.Now}
+	t.members.Begin()
+	return &lockReads{}
 }
 
 // renewMargin is how far a lease's expiry must move forward to count as
@@ -121,8 +123,41 @@ func (t *lock) Begin(sw *Sweep) redisread.Reads {
 func (t *lock) renewMargin() float64 { return min(t.rules.TTL/10, 1000) }
 
 func (t *lock) Apply(sw *Sweep, k Key) {
+	t.apply(sw, k, track.MemberHash(t.digest, k.Read.Key, k.Read.Text))
+}
+
+func (t *lock) Held(h uint64) bool { _, ok := t.leases[h]; return ok }
+
+func (t *lock) Forget(h uint64) { delete(t.leases, h) }
+
+// Replay: a lock's token changes only by writes, and its lease runs out
+// on Redis's clock: the lease held, counted down to sw.Now, or gone.
+func (t *lock) Replay(sw *Sweep) int {
+	n := 0
+	for h, l := range t.leases {
+		if l.gen == t.gen {
+			continue
+		}
+		if _, ok := sw.Carry[uint32(h)]; ok {
+			continue
+		}
+		pttl := int64(-1)
+		if !math.IsInf(l.expiry, 1) {
+			if int64(l.expiry) <= sw.Now {
+				delete(t.leases, h)
+				continue
+			}
+			pttl = int64(l.expiry) - sw.Now
+		}
+		kr := redisread.KeyRead{Status: redisread.OK, PTTL: pttl, At: sw.Now}
+		t.apply(sw, Key{Read: &kr, Hash: h, UserHash: l.user}, l.token)
+		n++
+	}
+	return n
+}
+
+func (t *lock) apply(sw *Sweep, k Key, token uint64) {
 	kr := k.Read
-	token := track.MemberHash(t.digest, kr.Key, kr.Text)
 	expiry, b := LockBounds(&t.rules, sw.Now, kr.PTTL)
 	o := t.members.Observe(token, k.Hash, expiry, sw.Now, &b, &t.rules)
 	if o.Duplicate {
@@ -135,7 +170,7 @@ func (t *lock) Apply(sw *Sweep, k Key) {
 		!math.IsInf(expiry, 0) && !math.IsInf(prev.expiry, 0) && expiry-prev.expiry > t.renewMargin() {
 		t.holds.heartbeats++
 	}
-	t.leases[k.Hash] = lease{token: token, expiry: expiry, gen: t.gen}
+	t.leases[k.Hash] = lease{user: k.UserHash, token: token, expiry: expiry, gen: t.gen}
 	t.cur.members[o.State]++
 	flags := o.State.Anomaly()
 	if kr.PTTL == -1 {
@@ -171,18 +206,15 @@ func (t *lock) Publish(f *snapshot.Family) {
 
 func (t *lock) UserExtra(string) []snapshot.Value { return nil }
 
-// lockReads reads a lock's token and PTTL as redisread.TokenReads does,
-// with Redis TIME at the head of the same pipeline. PTTL is then turned
-// into the lease's remaining time at now, the sweep's Redis time: a key
-// read seconds into a long sweep has the PTTL it had when the sweep
-// started, and its expiry (now + PTTL) is exact.
-type lockReads struct {
-	now int64
-}
+// lockReads reads a lock's token and PTTL as redisread.TokenReads does.
+// The reader puts Redis TIME at the head of the same pipeline and turns
+// PTTL into the lease's remaining time at the sweep's Redis time
+// (redisread.Plan.Now): a key read seconds into a long sweep has the PTTL
+// it had when the sweep started, and its expiry (now + PTTL) is exact.
+type lockReads struct{}
 
 func (l *lockReads) Read(ctx context.Context, c redis.Cmdable, keys []string, reads []redisread.KeyRead) error {
 	pipe := c.Pipeline()
-	clock := pipe.Time(ctx)
 	gets := make([]*redis.StringCmd, len(keys))
 	ttls := make([]*redis.DurationCmd, len(keys))
 	for i, k := range keys {
@@ -190,11 +222,6 @@ func (l *lockReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 		ttls[i] = pipe.PTTL(ctx, k)
 	}
 	_, _ = pipe.Exec(ctx)
-	at, err := clock.Result()
-	if err != nil {
-		return err
-	}
-	shift := at.UnixMilli() - l.now
 	for i, k := range keys {
 		r := &reads[i]
 		r.Key = k
@@ -216,15 +243,7 @@ func (l *lockReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 			r.Status = redisread.Gone
 			continue
 		}
-		if r.PTTL >= 0 {
-			// Never below 0: a key read at all still held its lease.
-			r.PTTL = max(r.PTTL+shift, 0)
-		}
 		r.Text = v
 	}
 	return nil
-}
-
-func (t *lock) FirstSeen(key, token string) (int64, bool) {
-	return t.members.FirstSeen(track.MemberHash(xxhash.New(), key, token), xxhash.Sum64String(key))
 }

@@ -24,10 +24,10 @@ import (
 //     caller hitting once per window, whose value stays 1, restarts.
 //   - or the key vanished (it is then at 0 for the sweep, as any kind).
 //
-// The previous expiry is estimated as the sweep's start plus PTTL, so it
-// is early by the key's read delay in that sweep (milliseconds, unless a
-// key budget stretches the sweep): a sweep that starts within that delay
-// before a window ends may count its restart one sweep early.
+// The previous expiry is the sweep's start plus PTTL, with PTTL counted
+// from the sweep's Redis time (the reader reads TIME in the key's own
+// pipeline), so it is the key's expiry to the millisecond however long a
+// paced sweep takes to reach the key.
 //
 // What sampling cannot tell: with a window shorter than sampling.interval
 // no sweep sees the same window twice, so a writer that PEXPIREs on every
@@ -61,6 +61,7 @@ type rateLimit struct {
 
 // rateKey is what the last sweep saw of one counter.
 type rateKey struct {
+	user   uint64
 	value  int64
 	expiry int64 // Redis time (ms) the key expires; -1 none
 	since  int64 // when it last restarted, or was first seen (ms)
@@ -108,7 +109,7 @@ func (t *rateLimit) Apply(sw *Sweep, k Key) {
 		// Time stepping back never makes a run older than now.
 		since = min(prev.since, sw.Now)
 	}
-	t.keys[k.Hash] = rateKey{value: value, expiry: expiry, since: since, gen: t.gen}
+	t.keys[k.Hash] = rateKey{user: k.UserHash, value: value, expiry: expiry, since: since, gen: t.gen}
 
 	var flags uint8
 	if kr.PTTL == -1 {
@@ -127,6 +128,34 @@ func (t *rateLimit) Apply(sw *Sweep, k Key) {
 		sw.Floor.Restarted(k.UserHash, k.User)
 	}
 	sw.Floor.Add(k.UserHash, k.User, max(value, 0), flags)
+}
+
+func (t *rateLimit) Held(h uint64) bool { _, ok := t.keys[h]; return ok }
+
+func (t *rateLimit) Forget(h uint64) { delete(t.keys, h) }
+
+// Replay: a counter's value changes only by writes, and its window only
+// ends by expiring, which Redis reports as a deletion; a held expiry
+// already passed is a key gone.
+func (t *rateLimit) Replay(sw *Sweep) int {
+	n := 0
+	for h, r := range t.keys {
+		if r.gen == t.gen {
+			continue
+		}
+		if _, ok := sw.Carry[uint32(h)]; ok {
+			continue
+		}
+		pttl, ok := remaining(r.expiry, sw.Now)
+		if !ok {
+			delete(t.keys, h)
+			continue
+		}
+		kr := redisread.KeyRead{Status: redisread.OK, Value: r.value, PTTL: pttl, At: sw.Now}
+		t.Apply(sw, Key{Read: &kr, Hash: h, UserHash: r.user})
+		n++
+	}
+	return n
 }
 
 func (t *rateLimit) End(sw *Sweep, _, deferEnds bool) Ended {

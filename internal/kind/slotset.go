@@ -30,6 +30,17 @@ type slotSet struct {
 	bounds track.Bounds
 	cur    slotSetGauges
 	last   slotSetGauges
+
+	// held is what the last read of each key found, to replay it.
+	held map[uint64]slotHeld
+	gen  uint32
+}
+
+type slotHeld struct {
+	user    uint64
+	expiry  int64 // Redis ms; -1 none
+	members []redisread.Member
+	gen     uint32
 }
 
 type slotSetGauges struct {
@@ -45,6 +56,7 @@ func newSlotSet(f *config.Family, s *config.Sampling) Tracker {
 		limit:      int64(f.Limit),
 		members:    track.NewMemberTracker(),
 		holds:      newHolds(),
+		held:       map[uint64]slotHeld{},
 	}
 	return t
 }
@@ -76,6 +88,8 @@ func (t *slotSet) Limits() track.Limits {
 func (t *slotSet) Begin(sw *Sweep) redisread.Reads {
 	t.bounds = t.rules.Bounds(sw.Now)
 	t.cur = slotSetGauges{}
+	t.gen++
+	t.members.Begin()
 	return &redisread.ZSetReads{MaxMembers: t.maxMembers, Edges: redisread.Edges(t.bounds)}
 }
 
@@ -88,6 +102,45 @@ var rangeStates = [redisread.NumRanges]track.MemberState{
 }
 
 func (t *slotSet) Apply(sw *Sweep, k Key) {
+	if k.Read.Oversized {
+		delete(t.held, k.Hash)
+	} else {
+		t.held[k.Hash] = slotHeld{user: k.UserHash, expiry: expiryOf(k.Read.PTTL, sw.Now),
+			members: append([]redisread.Member(nil), k.Read.Members...), gen: t.gen}
+	}
+	t.apply(sw, k)
+}
+
+func (t *slotSet) Held(h uint64) bool { _, ok := t.held[h]; return ok }
+
+func (t *slotSet) Forget(h uint64) { delete(t.held, h) }
+
+// Replay re-classifies each held member at the new bounds: its state,
+// zombie age and the user's used follow from the score held.
+func (t *slotSet) Replay(sw *Sweep) int {
+	n := 0
+	for h, e := range t.held {
+		if e.gen == t.gen {
+			continue
+		}
+		if _, ok := sw.Carry[uint32(h)]; ok {
+			continue
+		}
+		pttl, ok := remaining(e.expiry, sw.Now)
+		if !ok {
+			delete(t.held, h)
+			continue
+		}
+		e.gen = t.gen
+		t.held[h] = e
+		kr := redisread.KeyRead{Status: redisread.OK, PTTL: pttl, At: sw.Now, Members: e.members}
+		t.apply(sw, Key{Read: &kr, Hash: h, UserHash: e.user})
+		n++
+	}
+	return n
+}
+
+func (t *slotSet) apply(sw *Sweep, k Key) {
 	kr := k.Read
 	var used int64
 	var flags uint8
@@ -150,6 +203,7 @@ func (t *slotSet) End(sw *Sweep, lost, deferEnds bool) Ended {
 	e := t.members.Sweep(sw.Now, sw.Carry, lost, &t.rules)
 	t.holds.end(e)
 	t.last = t.cur
+	dropUnseen(t.held, t.gen, sw.Carry, func(e slotHeld) uint32 { return e.gen })
 	return Ended{Lost: e.Count[track.OutcomeLost]}
 }
 
@@ -165,4 +219,17 @@ func (t *slotSet) UserExtra(string) []snapshot.Value { return nil }
 
 func (t *slotSet) FirstSeen(key, member string) (int64, bool) {
 	return t.members.FirstSeen(track.MemberHash(xxhash.New(), key, member), xxhash.Sum64String(key))
+}
+
+// dropUnseen forgets the held keys a complete sweep neither read nor
+// replayed (and did not carry): they are gone.
+func dropUnseen[E any](held map[uint64]E, gen uint32, carry track.Carry, genOf func(E) uint32) {
+	for h, e := range held {
+		if genOf(e) == gen {
+			continue
+		}
+		if _, ok := carry[uint32(h)]; !ok {
+			delete(held, h)
+		}
+	}
 }

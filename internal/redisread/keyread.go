@@ -62,8 +62,13 @@ type KeyRead struct {
 	Key    string
 	Status Status
 	Skip   SkipReason
-	// PTTL is the key's PTTL in ms; -1 no expiry, -2 no key.
+	// PTTL is the key's PTTL in ms; -1 no expiry, -2 no key. With a
+	// Plan.Now, it is the time left at Now (see At).
 	PTTL int64
+	// At is the Redis time (ms) PTTL counts from: Plan.Now when the read
+	// was stamped with a TIME in its own pipeline, else 0 (PTTL counts
+	// from some moment of the read).
+	At int64
 
 	// Sorted sets (ZSetReads).
 	Members []Member

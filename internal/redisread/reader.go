@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,7 +28,21 @@ type Plan struct {
 	// the family, not the sweep, so that it holds across sweeps and
 	// reloads.
 	Budget *rate.Limiter
-	Reads  Reads
+	// Pace is the exporter-wide key rate that keeps its share of Redis's
+	// CPU (nil: none); keys wait for both. Spent counts the keys it let
+	// through.
+	Pace  *rate.Limiter
+	Spent func(n int)
+	Reads Reads
+	// Shard keeps the keys of one exporter's share (sampling.shard); the
+	// others are dropped before they are read.
+	Shard Shard
+	// Now is the sweep's Redis time (ms). When set, each key's PTTL is
+	// turned into its remaining time at Now, from a Redis TIME read in
+	// the same pipeline as the key: a key read seconds into a long,
+	// paced sweep gets the expiry it really has, and a key that is not
+	// read again can be advanced from it exactly (KeyRead.At).
+	Now int64
 }
 
 // readDepth is how many batches of reads are in flight on a raw
@@ -76,7 +91,7 @@ func (rd *Reader) ScanNode(ctx context.Context, c redis.Cmdable, p *Plan, out ch
 				scanErr <- fmt.Errorf("SCAN: %w", err)
 				return
 			}
-			if len(keys) > 0 {
+			if keys = p.Shard.filter(keys); len(keys) > 0 {
 				select {
 				case pages <- keys:
 				case <-ctx.Done():
@@ -104,6 +119,9 @@ func (rd *Reader) ReadKeys(ctx context.Context, c redis.Cmdable, p *Plan, keys [
 	step := int(p.ScanCount)
 	if step < 1 {
 		step = 1000
+	}
+	if p.Shard.Count > 1 {
+		keys = p.Shard.filter(slices.Clone(keys))
 	}
 	pages := make(chan []string)
 	go func() {
@@ -141,8 +159,8 @@ func (rd *Reader) readPages(ctx context.Context, c redis.Cmdable, p *Plan, pages
 			if err := p.wait(ctx, len(keys)); err != nil {
 				return err
 			}
-			reads := make([]KeyRead, len(keys))
-			if err := p.Reads.Read(ctx, c, keys, reads); err != nil {
+			reads, err := p.read(ctx, c, keys)
+			if err != nil {
 				return err
 			}
 			select {
@@ -161,11 +179,54 @@ func (rd *Reader) ReadBatch(ctx context.Context, c redis.Cmdable, p *Plan, keys 
 	if err := p.wait(ctx, len(keys)); err != nil {
 		return nil, err
 	}
+	return p.read(ctx, c, keys)
+}
+
+// read reads one batch through go-redis, with Redis TIME at the head of
+// the batch's first pipeline when the plan has a Now.
+func (p *Plan) read(ctx context.Context, c redis.Cmdable, keys []string) ([]KeyRead, error) {
 	reads := make([]KeyRead, len(keys))
-	if err := p.Reads.Read(ctx, c, keys, reads); err != nil {
+	if p.Now == 0 {
+		return reads, p.Reads.Read(ctx, c, keys, reads)
+	}
+	sc := &stampedCmdable{Cmdable: c}
+	if err := p.Reads.Read(ctx, sc, keys, reads); err != nil {
 		return nil, err
 	}
+	if sc.time != nil {
+		if t, err := sc.time.Result(); err == nil {
+			p.stamp(reads, t.UnixMilli())
+		}
+	}
 	return reads, nil
+}
+
+// stamp records that reads were read at Redis time at (ms), and turns
+// their PTTLs into remaining times at p.Now. A key that was read at all
+// still had its expiry ahead: never below 0.
+func (p *Plan) stamp(reads []KeyRead, at int64) {
+	for i := range reads {
+		r := &reads[i]
+		r.At = p.Now
+		if r.Status == OK && r.PTTL >= 0 {
+			r.PTTL = max(r.PTTL+at-p.Now, 0)
+		}
+	}
+}
+
+// stampedCmdable puts a TIME at the head of the first pipeline a Reads
+// opens, so that the batch's PTTLs can be read against it.
+type stampedCmdable struct {
+	redis.Cmdable
+	time *redis.TimeCmd
+}
+
+func (s *stampedCmdable) Pipeline() redis.Pipeliner {
+	p := s.Cmdable.Pipeline()
+	if s.time == nil {
+		s.time = p.Time(context.Background())
+	}
+	return p
 }
 
 // readPagesRaw reads slot sets over a raw connection with readDepth
@@ -185,9 +246,12 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 	recv := func() error {
 		keys := inflight[0]
 		reads := make([]KeyRead, len(keys))
-		big, err := conn.recvSlotReads(ctx, keys, z.MaxMembers, reads)
+		at, big, err := conn.recvSlotReads(ctx, keys, z.MaxMembers, reads, p.Now != 0)
 		if err != nil {
 			return err
+		}
+		if at != 0 {
+			p.stamp(reads, at)
 		}
 		if len(big) > 0 {
 			if err := z.countOversized(ctx, c, reads, big); err != nil {
@@ -209,7 +273,7 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 			if err := p.wait(ctx, len(keys)); err != nil {
 				return err
 			}
-			if err := conn.sendSlotReads(ctx, keys, z.MaxMembers); err != nil {
+			if err := conn.sendSlotReads(ctx, keys, z.MaxMembers, p.Now != 0); err != nil {
 				return err
 			}
 			inflight = append(inflight, keys)
@@ -234,24 +298,43 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 // few milliseconds that other clients would queue behind: at 100k keys/s
 // this halved the p99 of concurrent GET/SET traffic in `make bench`.
 func (p *Plan) chunk() int {
-	if p.Budget == nil {
+	lim := math.Inf(1)
+	for _, b := range []*rate.Limiter{p.Budget, p.Pace} {
+		if b != nil {
+			lim = min(lim, float64(b.Limit()))
+		}
+	}
+	if math.IsInf(lim, 1) {
 		return math.MaxInt
 	}
-	return max(int(p.Budget.Limit())/1000, 10)
+	return max(int(lim)/1000, 10)
 }
 
-// wait spends n keys of the budget, in pieces no larger than its burst.
+// wait spends n keys of the budget and of the pace, in pieces no larger
+// than their bursts.
 func (p *Plan) wait(ctx context.Context, n int) error {
-	if p.Budget == nil {
-		return nil
+	if p.Spent != nil {
+		p.Spent(n)
 	}
-	b := p.Budget.Burst()
-	for n > 0 {
-		k := min(n, b)
-		if err := p.Budget.WaitN(ctx, k); err != nil {
-			return fmt.Errorf("key budget: %w", err)
+	for _, l := range []struct {
+		lim  *rate.Limiter
+		name string
+	}{{p.Budget, "key budget"}, {p.Pace, "Redis CPU pace"}} {
+		if l.lim == nil {
+			continue
 		}
-		n -= k
+		for left := n; left > 0; {
+			k := min(left, l.lim.Burst())
+			if err := l.lim.WaitN(ctx, k); err != nil {
+				// The pace moves its burst as it measures: a piece cut
+				// to the old burst is tried again at the new one.
+				if ctx.Err() != nil || k <= 1 {
+					return fmt.Errorf("%s: %w", l.name, err)
+				}
+				continue
+			}
+			left -= k
+		}
 	}
 	return nil
 }

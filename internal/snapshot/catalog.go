@@ -69,6 +69,10 @@ var (
 	FamilyInfo       = &Metric{Name: "slot_family_info", Help: "1 per family, with its kind.", Type: Gauge, Labels: []string{"kind"}}
 	FamilyLimit      = &Metric{Name: "slot_family_limit", Help: "The family's limit (absent where it has none).", Type: Gauge}
 	FamilyFloorLimit = &Metric{Name: "slot_family_floor_window_seconds", Help: "The family's floor threshold (0: the floor alert is off for it); alerts compare floors with it.", Type: Gauge}
+	// SamplingPeriod is the exporter's own: published with every sweep
+	// attempt, fresh or not (the collector emits it before judging
+	// freshness), since the stale-sweep alert compares against it.
+	SamplingPeriod = &Metric{Name: "slot_exporter_sampling_period_seconds", Help: "Time between the starts of the last two successful sweeps of a family: how old, at most, the readings behind its figures are. sampling.interval when the read budget (sampling.redis_cpu_share, max_keys_per_second) covers every key that changed; longer when it does not.", Type: Gauge}
 )
 
 // Domain lists every domain metric, for the collector's Describe.
@@ -77,5 +81,5 @@ var Domain = []*Metric{
 	Acquires, HoldsEnded, HoldDuration, Heartbeats, WithoutTTL, ExpiringEarly, CountersNeg,
 	RateNoTTL, RateTTLBeyond, RateLockedOut, QueueItems, QueuesStalled, QueueHeadWait,
 	StreamEntries, StreamPending, StreamLag, StreamStuck, StreamDead, StreamRedeliver, StreamOldest,
-	FamilyInfo, FamilyLimit, FamilyFloorLimit,
+	FamilyInfo, FamilyLimit, FamilyFloorLimit, SamplingPeriod,
 }

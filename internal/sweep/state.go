@@ -39,6 +39,27 @@ type state struct {
 
 	lastSuccess time.Time
 	lastGauges  gauges
+
+	// Reading what changed (sampling.track_changes). synced[node] is the
+	// change feed's epoch under which the family last read every key of
+	// the node; a sweep whose nodes all match reads only what changed.
+	// pendingSync is the epochs of the sweep in flight, synced once it
+	// succeeds. volatile are the keys the kind cannot replay (oversized
+	// sets, skipped keys): read every sweep. cursor[node] is where the
+	// slow reconciliation's SCAN has got to.
+	synced      map[string]int
+	pendingSync map[string]int
+	volatile    map[string]struct{}
+	cursor      map[string]uint64
+	// reconcileCredit is the reconciliation's unspent share of a key.
+	reconcileCredit float64
+	// known is how many keys the last complete sweep accounted for.
+	known int
+	// lastStart is when the last successful sweep started; period is the
+	// time between the starts of the last two (the sampling period
+	// achieved).
+	lastStart time.Time
+	period    time.Duration
 }
 
 // gauges are the generic figures of the last complete sweep.
@@ -54,7 +75,8 @@ func newState(f *config.Family, s *config.Sampling) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &state{tracker: t, floor: track.NewFloorTracker(), lost: newLostWatch()}
+	st := &state{tracker: t, floor: track.NewFloorTracker(), lost: newLostWatch(),
+		volatile: map[string]struct{}{}, cursor: map[string]uint64{}}
 	st.setBudget(s.MaxKeysPerSecond)
 	return st, nil
 }

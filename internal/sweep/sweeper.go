@@ -28,8 +28,15 @@ type Sweeper struct {
 	topo    *redisread.Topology
 	reader  *redisread.Reader
 	watcher *redisread.Watcher // discovery: notify only
-	logger  *slog.Logger
-	fams    []*family
+	// changes names the keys written since their last read
+	// (sampling.track_changes with discovery: scan); nil: read all.
+	changes *redisread.ChangeFeed
+	// pacer paces every family's reads toward sampling.redis_cpu_share
+	// of Redis's CPU; nil when the share is 0.
+	pacer  *cpuPacer
+	shard  redisread.Shard
+	logger *slog.Logger
+	fams   []*family
 	// viewWarned: the unreadable CLUSTER NODES warning is logged once.
 	viewWarned atomic.Bool
 
@@ -63,6 +70,30 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 		}
 		s.watcher = redisread.NewWatcher(fams, cfg.Redis.DB, logger)
 	}
+	s.shard = redisread.Shard{Index: cfg.Sampling.ShardIndex, Count: cfg.Sampling.ShardCount}
+	if prev != nil && prev.pacer != nil && cfg.Sampling.RedisCPUShare > 0 {
+		// What the pacer measured (the cost per key, the baseline) holds
+		// across reloads, as the key budget does.
+		s.pacer = prev.pacer
+		s.pacer.setShare(cfg.Sampling.RedisCPUShare)
+	} else if cfg.Sampling.RedisCPUShare > 0 {
+		s.pacer = newCPUPacer(cfg.Sampling.RedisCPUShare)
+	}
+	if cfg.Sampling.TrackChanges && cfg.Sampling.Discovery == config.DiscoveryScan {
+		var fams []redisread.WatchedFamily
+		for i := range cfg.Families {
+			f := &cfg.Families[i]
+			fams = append(fams, redisread.WatchedFamily{Name: f.Name, Match: f.Match, Re: f.MatchRegexp})
+		}
+		feed := redisread.NewChangeFeed(fams, s.shard, logger)
+		if prev != nil && prev.changes != nil && sameRedis(&prev.cfg.Redis, &cfg.Redis) && prev.changes.Covers(feed) {
+			// The connections and what they collected carry over: a
+			// reload does not read every key again.
+			prev.changes.SetFamilies(fams)
+			feed, prev.changes = prev.changes, nil
+		}
+		s.changes = feed
+	}
 	states := make([]*state, len(cfg.Families))
 	for i := range cfg.Families {
 		st, err := newState(&cfg.Families[i], &cfg.Sampling)
@@ -85,6 +116,7 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 			st = p.state.handOver(fc, &cfg.Sampling)
 			if !sameRedis(&prev.cfg.Redis, &cfg.Redis) {
 				st.lost.markMoved(prev.cfg.Redis.DB == cfg.Redis.DB)
+				st.synced = nil
 			}
 		}
 		f := &family{cfg: fc, sampling: &cfg.Sampling, leaks: &cfg.Leaks, s: s, state: st}
@@ -107,6 +139,9 @@ func sameRedis(a, b *config.Redis) bool {
 func (s *Sweeper) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	if s.pacer != nil {
+		s.pacer.start(s.logger)
+	}
 	for _, f := range s.fams {
 		s.wg.Add(1)
 		go func() {
@@ -122,8 +157,14 @@ func (s *Sweeper) Stop() {
 		s.cancel()
 	}
 	s.wg.Wait()
+	if s.pacer != nil {
+		s.pacer.stop()
+	}
 	if s.watcher != nil {
 		s.watcher.Close()
+	}
+	if s.changes != nil {
+		s.changes.Close()
 	}
 	s.reader.Close()
 }

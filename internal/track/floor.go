@@ -192,9 +192,17 @@ func (f *FloorTracker) Begin() { f.gen++ }
 
 // Add records used and anomaly flags for a user in the current sweep. A
 // user seen under several keys (it should not happen) adds up.
+//
+// A key replayed from what was held (kind.Replayer) passes no name: its
+// user is known already, since a user is kept while it has something to
+// report, and a replayed key reports what its last read did. An unknown
+// user without a name reports nothing and is not added.
 func (f *FloorTracker) Add(h uint64, name string, used int64, flags uint8) {
 	u := f.users[h]
 	if u == nil {
+		if name == "" && used == 0 && flags == 0 {
+			return
+		}
 		u = f.slab.get()
 		u.name = f.names.add(name)
 		f.users[h] = u

@@ -90,7 +90,8 @@ type MemberTracker struct {
 	genNow  int64
 	genTime map[uint32]int64
 	refs    []uint64 // scratch for Sweep
-
+	// newGen: Begin was called and nothing observed since.
+	newGen bool
 }
 
 // NewMemberTracker returns an empty tracker.
@@ -134,11 +135,17 @@ func (t *MemberTracker) resize(n int) {
 	}
 }
 
+// Begin starts a sweep: what it observes is a generation of its own even
+// when Redis time has not moved since the last sweep (two sweeps within a
+// millisecond, which a sweep that reads only what changed makes common).
+func (t *MemberTracker) Begin() { t.newGen = true }
+
 // Observe records one member seen at Redis time now (ms) with the given
 // score, in the key's own score unit; b are the state edges at now.
 func (t *MemberTracker) Observe(h uint64, keyHash uint64, score float64, now int64, b *Bounds, rules *Rules) Observation {
 	h = slotHash(h, keyHash)
-	if now != t.genNow || t.gen == 0 {
+	if t.newGen || now != t.genNow || t.gen == 0 {
+		t.newGen = false
 		t.gen = (t.gen + 1) & genMask
 		if t.gen == 0 {
 			t.gen = 1
@@ -201,7 +208,7 @@ type Carry map[uint32]struct{}
 func (t *MemberTracker) Sweep(now int64, carry Carry, lost bool, rules *Rules) Ended {
 	var e Ended
 	seen := uint32(0) // generations start at 1
-	if now == t.genNow {
+	if now == t.genNow && !t.newGen {
 		seen = t.gen
 	}
 	// Generations a surviving member refers to, as bits from the oldest

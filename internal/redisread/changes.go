@@ -1,0 +1,475 @@
+package redisread
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A ChangeFeed names the keys written since they were last read, so that a
+// sweep reads those and advances the others with time from what it holds.
+// It uses Redis server-assisted client tracking in broadcasting mode
+// (Redis 6 and later, no server configuration): per node, one connection
+// subscribes to __redis__:invalidate and another turns tracking on with
+// CLIENT TRACKING ON REDIRECT <id> BCAST PREFIX <each family's literal
+// prefix>. Redis then publishes the name of every key with those prefixes
+// that any client writes, deletes, or that expires or is evicted.
+//
+// What tracking does not report, and what the feed does about it:
+//   - a flush is one invalidation with no key: everything is read again;
+//   - a lost connection (either one) loses messages: everything is read
+//     again, once the feed has reconnected;
+//   - stream consumer-group commands (XREADGROUP, XACK, XCLAIM,
+//     XAUTOCLAIM, XGROUP CREATECONSUMER) invalidate nothing in Redis 7.0:
+//     the stream kind never advances a stream from what it holds;
+//   - a key whose expiry passes is reported only when Redis deletes it:
+//     the kinds drop a held key themselves once its expiry has passed.
+//
+// Before the keys of a sweep are handed out, a PING on the subscribed
+// connection is answered: every invalidation of a write that Redis
+// executed before the sweep started has been received by then.
+type ChangeFeed struct {
+	logger   *slog.Logger
+	fams     []*feedFamily
+	prefixes []string
+	shard    Shard
+
+	mu    sync.Mutex
+	nodes map[string]*feedNode
+	// refused[node] is when tracking was last refused there: it is not
+	// asked again for a minute.
+	refused map[string]time.Time
+	warned  map[string]bool
+}
+
+type feedFamily struct {
+	name string
+	re   *regexp.Regexp
+}
+
+// ErrNoTracking says that a node cannot track changes (Redis before 6.0,
+// an ACL without CLIENT or SUBSCRIBE, a client whose connections the
+// reader cannot reproduce): its keys are read every sweep.
+var ErrNoTracking = errors.New("client tracking unavailable")
+
+// NewChangeFeed returns a feed for fams, keeping only the keys of shard.
+func NewChangeFeed(fams []WatchedFamily, shard Shard, logger *slog.Logger) *ChangeFeed {
+	f := &ChangeFeed{logger: logger, shard: shard, nodes: map[string]*feedNode{},
+		refused: map[string]time.Time{}, warned: map[string]bool{}}
+	for _, fam := range fams {
+		f.fams = append(f.fams, &feedFamily{name: fam.Name, re: fam.Re})
+		f.prefixes = append(f.prefixes, literalPrefix(fam.Match))
+	}
+	f.prefixes = coverPrefixes(f.prefixes)
+	return f
+}
+
+// Covers reports whether f tracks what other needs (the same prefixes and
+// shard), so that a reload can keep f.
+func (f *ChangeFeed) Covers(other *ChangeFeed) bool {
+	return f.shard == other.shard && strings.Join(f.prefixes, "\x00") == strings.Join(other.prefixes, "\x00")
+}
+
+// SetFamilies routes invalidations to a reloaded config's families.
+func (f *ChangeFeed) SetFamilies(fams []WatchedFamily) {
+	var fs []*feedFamily
+	for _, fam := range fams {
+		fs = append(fs, &feedFamily{name: fam.Name, re: fam.Re})
+	}
+	f.mu.Lock()
+	f.fams = fs
+	nodes := f.nodes
+	f.mu.Unlock()
+	for _, fn := range nodes {
+		fn.mu.Lock()
+		for _, fam := range fs {
+			if fn.dirty[fam.name] == nil {
+				// A family new to this node has no complete read under
+				// its epoch yet: it reads everything first anyway.
+				fn.dirty[fam.name] = map[string]struct{}{}
+			}
+		}
+		fn.mu.Unlock()
+	}
+}
+
+// families is the current routing.
+func (f *ChangeFeed) families() []*feedFamily {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fams
+}
+
+// literalPrefix is the part of a SCAN pattern before its first glob
+// character: every key the pattern matches starts with it.
+func literalPrefix(match string) string {
+	if i := strings.IndexAny(match, `*?[\`); i >= 0 {
+		return match[:i]
+	}
+	return match
+}
+
+// coverPrefixes keeps the prefixes no other one starts: Redis refuses
+// prefixes that overlap. An empty prefix covers every key.
+func coverPrefixes(ps []string) []string {
+	sort.Strings(ps)
+	var out []string
+	for _, p := range ps {
+		if len(out) > 0 && strings.HasPrefix(p, out[len(out)-1]) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// feedNode is the tracking of one node.
+type feedNode struct {
+	addr       string
+	track, sub *respConn
+	wmu        sync.Mutex // writes to sub
+	pong       chan struct{}
+	done       chan struct{}
+
+	mu     sync.Mutex
+	epoch  int
+	broken bool
+	dirty  map[string]map[string]struct{} // by family
+}
+
+// epochs are per node and only grow; a node reconnected gets a new one.
+var epochSeq struct {
+	sync.Mutex
+	n int
+}
+
+func nextEpoch() int {
+	epochSeq.Lock()
+	defer epochSeq.Unlock()
+	epochSeq.n++
+	return epochSeq.n
+}
+
+// Changes returns the keys of family written on node n since the last
+// call, and the node's epoch. The epoch changes whenever invalidations
+// may have been lost (a new or broken connection, a flush): a family
+// whose last complete read was under another epoch must read everything.
+// ErrNoTracking: this node's keys must be read every sweep.
+func (f *ChangeFeed) Changes(ctx context.Context, n Node, family string) ([]string, int, error) {
+	fn, err := f.node(ctx, n)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := fn.barrier(ctx); err != nil {
+		f.drop(fn, "barrier: "+err.Error())
+		return nil, 0, fmt.Errorf("%w: node %s: %v", ErrNoTracking, n.Addr, err)
+	}
+	fn.mu.Lock()
+	defer fn.mu.Unlock()
+	if fn.broken {
+		return nil, 0, fmt.Errorf("%w: node %s: connection lost", ErrNoTracking, n.Addr)
+	}
+	d := fn.dirty[family]
+	if d == nil {
+		return nil, 0, fmt.Errorf("family %s is not tracked", family)
+	}
+	fn.dirty[family] = map[string]struct{}{}
+	keys := make([]string, 0, len(d))
+	for k := range d {
+		keys = append(keys, k)
+	}
+	return keys, fn.epoch, nil
+}
+
+// node returns n's tracking, connecting it if needed.
+func (f *ChangeFeed) node(ctx context.Context, n Node) (*feedNode, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fn := f.nodes[n.Addr]; fn != nil {
+		fn.mu.Lock()
+		broken := fn.broken
+		fn.mu.Unlock()
+		if !broken {
+			return fn, nil
+		}
+		delete(f.nodes, n.Addr)
+	}
+	if t, ok := f.refused[n.Addr]; ok && time.Since(t) < time.Minute {
+		return nil, fmt.Errorf("%w: node %s", ErrNoTracking, n.Addr)
+	}
+	fn, err := f.connect(ctx, n)
+	if err != nil {
+		f.refused[n.Addr] = time.Now()
+		if !f.warned[n.Addr] {
+			f.warned[n.Addr] = true
+			f.logger.Warn("cannot track changes; reading every key every sweep", "node", n.Addr, "err", err)
+		}
+		return nil, fmt.Errorf("%w: node %s: %v", ErrNoTracking, n.Addr, err)
+	}
+	delete(f.refused, n.Addr)
+	f.nodes[n.Addr] = fn
+	return fn, nil
+}
+
+func (f *ChangeFeed) connect(ctx context.Context, n Node) (*feedNode, error) {
+	cl := rawClient(n.C)
+	if cl == nil {
+		return nil, errors.New("the client's connections cannot be reproduced")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	sub, err := dialResp(ctx, cl, false)
+	if err != nil {
+		return nil, err
+	}
+	track, err := dialResp(ctx, cl, false)
+	if err != nil {
+		_ = sub.nc.Close()
+		return nil, err
+	}
+	fail := func(err error) (*feedNode, error) {
+		_ = sub.nc.Close()
+		_ = track.nc.Close()
+		return nil, err
+	}
+	id, err := sub.call(ctx, "CLIENT", "ID")
+	if err != nil {
+		return fail(fmt.Errorf("CLIENT ID: %w", err))
+	}
+	if _, err := sub.call(ctx, "SUBSCRIBE", "__redis__:invalidate"); err != nil {
+		return fail(fmt.Errorf("SUBSCRIBE __redis__:invalidate: %w", err))
+	}
+	args := []string{"CLIENT", "TRACKING", "ON", "REDIRECT", strconv.FormatInt(id.(int64), 10), "BCAST"}
+	for _, p := range f.prefixes {
+		if p != "" {
+			args = append(args, "PREFIX", p)
+		}
+	}
+	if _, err := track.call(ctx, args...); err != nil {
+		return fail(fmt.Errorf("CLIENT TRACKING: %w", err))
+	}
+	fn := &feedNode{addr: n.Addr, track: track, sub: sub, pong: make(chan struct{}, 1), done: make(chan struct{}),
+		epoch: nextEpoch(), dirty: map[string]map[string]struct{}{}}
+	for _, fam := range f.fams { // f.mu is held by node
+		fn.dirty[fam.name] = map[string]struct{}{}
+	}
+	_ = sub.nc.SetDeadline(time.Time{})
+	go f.receive(fn)
+	go f.keepAlive(fn)
+	return fn, nil
+}
+
+// receive reads invalidations until the connection ends.
+func (f *ChangeFeed) receive(fn *feedNode) {
+	for {
+		v, err := fn.sub.value()
+		if err != nil {
+			f.drop(fn, "subscription: "+err.Error())
+			return
+		}
+		msg, ok := v.([]any)
+		if !ok || len(msg) < 2 {
+			continue
+		}
+		kind, _ := msg[0].(string)
+		switch kind {
+		case "pong":
+			select {
+			case fn.pong <- struct{}{}:
+			default:
+			}
+		case "message":
+			if len(msg) < 3 {
+				continue
+			}
+			keys, isList := msg[2].([]any)
+			if !isList {
+				// No key: FLUSHALL or FLUSHDB. Everything is read again.
+				fn.mu.Lock()
+				fn.epoch = nextEpoch()
+				for name := range fn.dirty {
+					fn.dirty[name] = map[string]struct{}{}
+				}
+				fn.mu.Unlock()
+				continue
+			}
+			fams := f.families()
+			fn.mu.Lock()
+			for _, k := range keys {
+				key, _ := k.(string)
+				if !f.shard.Owns(key) {
+					continue
+				}
+				for _, fam := range fams {
+					if d := fn.dirty[fam.name]; d != nil && fam.re.MatchString(key) {
+						d[key] = struct{}{}
+					}
+				}
+			}
+			fn.mu.Unlock()
+		}
+	}
+}
+
+// keepAlive pings the tracking connection: tracking ends with it, and
+// without the push messages of RESP3 nothing else would tell.
+func (f *ChangeFeed) keepAlive(fn *feedNode) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-fn.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := fn.track.call(ctx, "PING")
+		cancel()
+		if err != nil {
+			f.drop(fn, "tracking connection: "+err.Error())
+			return
+		}
+	}
+}
+
+// barrier waits until Redis has answered a PING on the subscribed
+// connection: the invalidations of every write before it are in.
+func (fn *feedNode) barrier(ctx context.Context) error {
+	select {
+	case <-fn.pong: // a stale one
+	default:
+	}
+	fn.wmu.Lock()
+	fn.sub.wbuf = fn.sub.wbuf[:0]
+	fn.sub.cmd("PING")
+	_, err := fn.sub.nc.Write(fn.sub.wbuf)
+	fn.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-fn.pong:
+		return nil
+	case <-fn.done:
+		return errors.New("connection lost")
+	case <-t.C:
+		return errors.New("no answer to PING within 5s")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// drop marks a node's tracking broken and closes it; the next Changes
+// reconnects under a new epoch.
+func (f *ChangeFeed) drop(fn *feedNode, why string) {
+	fn.mu.Lock()
+	if fn.broken {
+		fn.mu.Unlock()
+		return
+	}
+	fn.broken = true
+	close(fn.done)
+	fn.mu.Unlock()
+	_ = fn.sub.nc.Close()
+	_ = fn.track.nc.Close()
+	f.mu.Lock()
+	closing := f.nodes == nil
+	f.mu.Unlock()
+	if !closing && !strings.Contains(why, "use of closed network connection") {
+		// Info: nothing is wrong with the figures, the next sweep costs
+		// a full read.
+		f.logger.Info("change tracking lost; the next sweep reads every key", "node", fn.addr, "reason", why)
+	}
+}
+
+// Close ends the tracking of every node.
+func (f *ChangeFeed) Close() {
+	f.mu.Lock()
+	nodes := f.nodes
+	f.nodes = nil
+	f.mu.Unlock()
+	for _, fn := range nodes {
+		f.drop(fn, "closed")
+	}
+}
+
+// call sends one command and reads its reply (an error reply is an
+// error).
+func (c *respConn) call(ctx context.Context, args ...string) (any, error) {
+	c.wbuf = c.wbuf[:0]
+	c.cmd(args...)
+	stop, err := c.flush(ctx)
+	defer stop()
+	if err != nil {
+		return nil, err
+	}
+	v, err := c.value()
+	if err != nil {
+		return nil, c.ioErr(ctx, err)
+	}
+	if e, ok := v.(redis.Error); ok {
+		return nil, e
+	}
+	return v, nil
+}
+
+// value reads one RESP2 reply as a string, an int64, a []any, nil, or a
+// redis.Error.
+func (c *respConn) value() (any, error) {
+	line, err := c.line()
+	if err != nil {
+		return nil, err
+	}
+	switch line[0] {
+	case '+':
+		return string(line[1:]), nil
+	case '-':
+		return replyError(line[1:]), nil
+	case ':':
+		n, ok := parseInt(line[1:])
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", errProtocol, line)
+		}
+		return n, nil
+	case '$':
+		n, ok := parseInt(line[1:])
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", errProtocol, line)
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		b, err := c.bulkBody(int(n))
+		if err != nil {
+			return nil, err
+		}
+		return string(b), nil
+	case '*':
+		n, ok := parseInt(line[1:])
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", errProtocol, line)
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		out := make([]any, n)
+		for i := range out {
+			if out[i], err = c.value(); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: %q", errProtocol, line)
+}

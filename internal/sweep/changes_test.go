@@ -1,0 +1,254 @@
+package sweep_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
+	"github.com/slotexporter/slot_exporter/internal/redistest"
+)
+
+// everyKind is one family of each kind, with timings short enough that
+// members turn stale and expire while the test runs.
+func everyKind(addr string, sampling ...string) string {
+	return redisproc.Config{
+		Addr:     addr,
+		Sampling: append([]string{"interval: 1s", "window: 1m"}, sampling...),
+		Leaks:    []string{"per_user_series: 1000"},
+		Families: []redisproc.Family{
+			{Name: "slots", Kind: "slotset", Match: "s:*", Limit: 3, TTL: 6 * time.Second, Heartbeat: time.Second,
+				MaxHold: 8 * time.Second, Extra: []string{"stale_after: 2s"}},
+			{Name: "legacy", Kind: "counter", Match: "c:*", Limit: 3},
+			{Name: "rate", Kind: "ratelimit", Match: "r:*", Limit: 5, Extra: []string{"window: 2s"}},
+			{Name: "locks", Kind: "lock", Match: "l:*", TTL: 10 * time.Second, MaxHold: 12 * time.Second},
+			{Name: "queue", Kind: "list", Match: "q:*", Extra: []string{"max_wait: 2s"}},
+			{Name: "events", Kind: "stream", Match: "x:*", MaxHold: 2 * time.Second},
+		},
+	}.YAML()
+}
+
+// readingMetrics are the exporter's figures about its own reading: they
+// differ between the two modes on purpose (keys read) or by timing.
+var readingMetrics = []string{
+	"slot_exporter_keys_scanned_total", "slot_exporter_sweep_duration_seconds",
+	"slot_exporter_last_sweep_timestamp_seconds", "slot_exporter_sampling_period_seconds",
+	"slot_hold_duration_seconds_sum", "slot_exporter_clock_skew_seconds",
+}
+
+// sameFigures compares every series of a full read with the change-driven
+// exporter's. Ages (floor, queue head wait, oldest pending) count from
+// when each exporter first saw something, milliseconds apart: they agree
+// within 0.5 s; everything else exactly.
+func sameFigures(t *testing.T, when string, full, changed map[string]float64) {
+	t.Helper()
+	skip := func(k string) bool {
+		for _, m := range readingMetrics {
+			if k == m || strings.HasPrefix(k, m+"{") {
+				return true
+			}
+		}
+		return false
+	}
+	var keys []string
+	for k := range full {
+		keys = append(keys, k)
+	}
+	for k := range changed {
+		if _, ok := full[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if skip(k) {
+			continue
+		}
+		a, okA := full[k]
+		b, okB := changed[k]
+		switch {
+		case !okA:
+			t.Errorf("%s: %s only in the change-driven exporter (%v)", when, k, b)
+		case !okB:
+			t.Errorf("%s: %s missing from the change-driven exporter (full read: %v)", when, k, a)
+		case strings.Contains(k, "_seconds{") && math.Abs(a-b) <= 0.5:
+		case a != b:
+			t.Errorf("%s: %s = %v, a full read says %v", when, k, b, a)
+		}
+	}
+}
+
+// TestChangesSameAsFullRead runs two exporters on one Redis, one reading
+// every key every sweep and one reading only what client tracking says
+// changed, and compares every figure at checkpoints: after writes between
+// sweeps, with time alone moving members from live to stale to expired
+// and counting leases and rate windows down, with keys expiring by TTL
+// without any write, after a flush, and after the tracking connection is
+// killed.
+func TestChangesSameAsFullRead(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	full := exportertest.New(t, rc, everyKind(srv.Addr, "track_changes: false"))
+	changed := exportertest.New(t, rc, everyKind(srv.Addr))
+	scanned := func(h *exportertest.Harness) float64 {
+		var n float64
+		for _, v := range exportertest.Series(h.Metrics(), "slot_exporter_keys_scanned_total") {
+			n += v
+		}
+		return n
+	}
+	now := func() int64 { return redisNowMs(t, rc) }
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	populate := func() {
+		n := now()
+		for i := range 40 {
+			u := fmt.Sprintf("{u%02d}", i)
+			// Live now, stale in about 2.5 s, expired in about 4.5 s.
+			must(rc.ZAdd(ctx, "s:"+u, redis.Z{Score: float64(n + 4500 + int64(i%3)*100), Member: "h1"},
+				redis.Z{Score: float64(n + 5900), Member: "h2"}).Err())
+			must(rc.PExpire(ctx, "s:"+u, 20*time.Second).Err())
+			must(rc.Set(ctx, "c:"+u, i%5-1, 0).Err())
+			must(rc.Set(ctx, "r:"+u, i%7, 1800*time.Millisecond).Err())
+			must(rc.Set(ctx, "l:"+u, "token-"+u, time.Duration(3000+100*i)*time.Millisecond).Err())
+			must(rc.RPush(ctx, "q:"+u, "job-a"+u, "job-b"+u).Err())
+			must(rc.XAdd(ctx, &redis.XAddArgs{Stream: "x:" + u, Values: []string{"k", "v"}}).Err())
+			if i == 0 {
+				must(rc.XGroupCreate(ctx, "x:"+u, "g", "0").Err())
+			} else {
+				must(rc.XGroupCreateMkStream(ctx, "x:"+u, "g", "0").Err())
+			}
+		}
+		// A set of another type under a family's pattern: skipped,
+		// counted each sweep in both modes.
+		must(rc.Set(ctx, "s:{bad}", "x", 0).Err())
+	}
+	populate()
+	check := func(when string) {
+		t.Helper()
+		changed.Sweep()
+		full.Sweep()
+		sameFigures(t, when, full.Metrics(), changed.Metrics())
+	}
+	check("first sweep")
+	before := scanned(changed)
+	check("nothing written")
+	// Due: the keys read every sweep (40 streams, 1 skipped key) and
+	// about 241 / 300 keys of the reconciliation (interval 1s,
+	// full_scan_interval 5m), read a SCAN page at a time.
+	if d := scanned(changed) - before; d > 41+10 {
+		t.Errorf("a sweep with nothing written read %v keys; only the volatile ones (1 skipped key, 40 streams) and a slice of the reconciliation are due", d)
+	}
+
+	// Writes between sweeps, of every kind.
+	n := now()
+	must(rc.ZAdd(ctx, "s:{u01}", redis.Z{Score: float64(n + 5900), Member: "h3"}).Err())
+	must(rc.ZRem(ctx, "s:{u02}", "h1").Err())
+	must(rc.Del(ctx, "s:{u03}").Err())
+	must(rc.Incr(ctx, "c:{u04}").Err())
+	must(rc.Incr(ctx, "r:{u05}").Err())
+	must(rc.Del(ctx, "l:{u06}").Err())
+	must(rc.Set(ctx, "l:{u07}", "another", 5*time.Second).Err())
+	must(rc.RPop(ctx, "q:{u08}").Err())
+	must(rc.LPush(ctx, "q:{u09}", "new").Err())
+	must(rc.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "w", Streams: []string{"x:{u10}", ">"}, Count: 1}).Err())
+	check("after writes")
+
+	// Time alone: members go stale, rate windows and leases run out and
+	// their keys expire without a write; queue heads wait.
+	time.Sleep(2800 * time.Millisecond)
+	check("members stale, rate windows gone")
+	time.Sleep(1900 * time.Millisecond)
+	check("members expired, leases gone")
+
+	// A flush: one invalidation with no key.
+	must(rc.FlushAll(ctx).Err())
+	check("after FLUSHALL")
+	populate()
+	check("repopulated")
+
+	// The tracking connections killed: everything is read again.
+	must(rc.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	time.Sleep(100 * time.Millisecond)
+	n = now()
+	must(rc.ZAdd(ctx, "s:{u11}", redis.Z{Score: float64(n + 5900), Member: "after-kill"}).Err())
+	check("tracking connection killed")
+	must(rc.Incr(ctx, "c:{u12}").Err())
+	check("tracking reconnected")
+}
+
+// TestShardsAddUp: three exporters, each with one shard of the hash
+// slots, together report what one exporter reports.
+func TestShardsAddUp(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	n := redisNowMs(t, rc)
+	for i := range 300 {
+		u := fmt.Sprintf("{u%03d}", i)
+		rc.ZAdd(ctx, "s:"+u, redis.Z{Score: float64(n + 5000), Member: "a"}, redis.Z{Score: float64(n - 100 - int64(i%2)), Member: "b"})
+		rc.Set(ctx, "c:"+u, i%4, 0)
+		rc.Set(ctx, "r:"+u, i%6, time.Minute)
+		rc.Set(ctx, "l:"+u, "t", time.Minute)
+		rc.RPush(ctx, "q:"+u, "j")
+		rc.XGroupCreateMkStream(ctx, "x:"+u, "g", "0")
+		rc.XAdd(ctx, &redis.XAddArgs{Stream: "x:" + u, Values: []string{"k", "v"}})
+	}
+	one := exportertest.New(t, rc, everyKind(srv.Addr))
+	var shards []*exportertest.Harness
+	for i := range 3 {
+		shards = append(shards, exportertest.New(t, rc, everyKind(srv.Addr, fmt.Sprintf("shard: %d/3", i))))
+	}
+	for range 2 {
+		one.Sweep()
+		sum := map[string]float64{}
+		for _, h := range shards {
+			h.Sweep()
+			for k, v := range h.Metrics() {
+				sum[k] += v
+			}
+		}
+		want := one.Metrics()
+		for k, v := range want {
+			// Sums over instances are what Prometheus would add up;
+			// the exporter's own and the family's config are per
+			// instance.
+			if strings.HasPrefix(k, "slot_exporter_") || strings.HasPrefix(k, "slot_family_") || strings.Contains(k, "_seconds") {
+				continue
+			}
+			if sum[k] != v {
+				t.Errorf("%s: shards add up to %v, one exporter says %v", k, sum[k], v)
+			}
+		}
+		var perShard []float64
+		for _, h := range shards {
+			perShard = append(perShard, h.Metrics()[`slot_sets{family="slots"}`])
+		}
+		for i, s := range perShard {
+			if s == 0 || s == 300 {
+				t.Errorf("shard %d/3 reports %v of 300 slot sets: the keys are not split", i, s)
+			}
+		}
+	}
+}
+
+func redisNowMs(t testing.TB, rc redis.Cmdable) int64 {
+	t.Helper()
+	tm, err := rc.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm.UnixMilli()
+}

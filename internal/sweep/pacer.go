@@ -1,0 +1,190 @@
+package sweep
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/slotexporter/slot_exporter/internal/redisread"
+)
+
+// cpuPacer paces every family's reads toward a share of Redis's CPU
+// (sampling.redis_cpu_share of one core), from Redis's own measure of its
+// busy time: INFO cpu (used_cpu_sys + used_cpu_user), read once a second.
+// A second in which the exporter read nothing measures the baseline (the
+// application's load); a second in which it read keys attributes what
+// Redis used above the baseline to those keys. Their cost per key (an
+// average that follows changes within seconds) sets the key rate: share /
+// cost. An application burst during reads is taken for exporter cost and
+// slows the reads down, the safe side; a lull makes them faster for a
+// few seconds at most.
+//
+// The share is per Redis server: in a cluster each node gets its own,
+// and the cost is measured over all nodes together.
+type cpuPacer struct {
+	share   float64
+	limiter *rate.Limiter
+	keys    atomic.Uint64 // keys the budget let through, all families
+	active  atomic.Int32  // sweeps reading now
+
+	mu       sync.Mutex
+	nodes    []redisread.Node
+	cost     float64 // CPU seconds per key read
+	baseline float64 // CPU seconds per second without exporter reads
+	last     cpuSample
+	haveLast bool
+	warned   bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+type cpuSample struct {
+	cpu     float64
+	at      time.Time
+	keys    uint64
+	readers bool
+}
+
+// priorCost is the cost per key assumed until one is measured: a slot
+// set's ZRANGE WITHSCORES and PTTL, socket work included, measured by
+// `make bench` at 1M keys (3.6 µs), rounded up.
+const priorCost = 4e-6
+
+func newCPUPacer(share float64) *cpuPacer {
+	p := &cpuPacer{share: share, cost: priorCost}
+	p.limiter = rate.NewLimiter(rate.Limit(share/priorCost), burstOf(share/priorCost))
+	return p
+}
+
+func burstOf(r float64) int { return max(int(r/10), 1) }
+
+// setShare takes a reloaded share, keeping what was measured.
+func (p *cpuPacer) setShare(share float64) {
+	p.mu.Lock()
+	p.share = share
+	p.apply()
+	p.mu.Unlock()
+}
+
+// apply sets the limiter from the share and the cost. Called with mu.
+func (p *cpuPacer) apply() {
+	r := p.share / p.cost
+	p.limiter.SetLimit(rate.Limit(r))
+	p.limiter.SetBurst(burstOf(r))
+}
+
+// KeysPerSecond is the key rate the pacer allows now.
+func (p *cpuPacer) KeysPerSecond() float64 { return float64(p.limiter.Limit()) }
+
+func (p *cpuPacer) setNodes(nodes []redisread.Node) {
+	p.mu.Lock()
+	p.nodes = nodes
+	p.mu.Unlock()
+}
+
+// start measures once a second until stop.
+func (p *cpuPacer) start(logger *slog.Logger) {
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done = cancel, make(chan struct{})
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			p.tick(ctx, logger)
+		}
+	}()
+}
+
+func (p *cpuPacer) stop() {
+	if p.cancel != nil {
+		p.cancel()
+		<-p.done
+		p.cancel = nil
+	}
+}
+
+func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger) {
+	p.mu.Lock()
+	nodes := p.nodes
+	p.mu.Unlock()
+	if len(nodes) == 0 {
+		return
+	}
+	readers := p.active.Load() > 0
+	var total float64
+	for _, n := range nodes {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		info, err := n.C.Info(cctx, "cpu").Result()
+		cancel()
+		if err != nil {
+			p.mu.Lock()
+			if !p.warned && ctx.Err() == nil {
+				p.warned = true
+				logger.Warn("cannot read INFO cpu; reads are paced by the assumed cost per key", "node", n.Addr, "err", err,
+					"keys_per_second", int(p.share/p.cost))
+			}
+			p.haveLast = false
+			p.mu.Unlock()
+			return
+		}
+		total += infoFloat(info, "used_cpu_sys") + infoFloat(info, "used_cpu_user")
+	}
+	s := cpuSample{cpu: total, at: time.Now(), keys: p.keys.Load(), readers: readers || p.active.Load() > 0}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.observe(s)
+}
+
+// observe folds one sample into the baseline or the cost. Called with mu.
+func (p *cpuPacer) observe(s cpuSample) {
+	prev, ok := p.last, p.haveLast
+	p.last, p.haveLast = s, true
+	if !ok {
+		return
+	}
+	dt := s.at.Sub(prev.at).Seconds()
+	dcpu := s.cpu - prev.cpu
+	dkeys := float64(s.keys - prev.keys)
+	if dt <= 0 || dcpu < 0 {
+		return // a restarted server
+	}
+	const alpha = 0.3
+	switch {
+	case dkeys == 0 && !prev.readers && !s.readers:
+		p.baseline += alpha * (dcpu/dt - p.baseline)
+	case dkeys >= 100:
+		c := max(dcpu-p.baseline*dt, 0) / dkeys
+		// Bounds keep one absurd second (a snapshot fork, a stalled
+		// clock) from stopping or unleashing the reads.
+		c = min(max(c, 0.2e-6), 1e-3)
+		p.cost += alpha * (c - p.cost)
+		p.apply()
+	}
+}
+
+func infoFloat(info, name string) float64 {
+	v, _ := strconv.ParseFloat(infoField(info, name), 64)
+	return v
+}
+
+// infoField returns the value of "name:value" in an INFO reply.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
