@@ -76,6 +76,7 @@ var Catalog = []Metric{
 	{"slot_exporter_last_sweep_timestamp_seconds", Gauge, []string{"family"}},
 	{"slot_exporter_sweep_errors_total", Counter, []string{"family"}},
 	{"slot_exporter_sweep_overruns_total", Counter, []string{"family"}},
+	{"slot_exporter_sampling_period_seconds", Gauge, []string{"family"}},
 	{"slot_exporter_keys_scanned_total", Counter, []string{"family"}},
 	{"slot_exporter_keys_skipped_total", Counter, []string{"family", "reason"}},
 	{"slot_exporter_clock_skew_seconds", Gauge, nil},
