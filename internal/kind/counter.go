@@ -42,7 +42,9 @@ func (c *counter) Begin(*Sweep) redisread.Reads {
 }
 
 func (c *counter) Apply(sw *Sweep, k Key) {
-	c.held[k.Hash] = counterHeld{user: k.UserHash, value: k.Read.Value, gen: c.gen}
+	if sw.Hold {
+		c.held[k.Hash] = counterHeld{user: k.UserHash, value: k.Read.Value, gen: c.gen}
+	}
 	c.apply(sw, k.UserHash, k.User, k.Read.Value)
 }
 

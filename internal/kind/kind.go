@@ -25,6 +25,10 @@ type Sweep struct {
 	// Carry holds the keys that could not be read in this sweep: what
 	// they held is kept, not ended.
 	Carry track.Carry
+	// Hold is set when the family replays unwritten keys (Replayer): the
+	// kind keeps what it needs of each key it applies. Without it a
+	// Replayer holds nothing it would not track anyway.
+	Hold bool
 }
 
 // Key is one read key with its identity.

@@ -91,7 +91,9 @@ func (t *list) Begin(*Sweep) redisread.Reads {
 
 func (t *list) Apply(sw *Sweep, k Key) {
 	head, _ := k.Read.Extra.(uint64)
-	t.held[k.Hash] = listHeld{user: k.UserHash, length: k.Read.Value, head: head, gen: t.gen}
+	if sw.Hold {
+		t.held[k.Hash] = listHeld{user: k.UserHash, length: k.Read.Value, head: head, gen: t.gen}
+	}
 	t.apply(sw, k.Hash, k.UserHash, k.User, k.Read.Value, head)
 }
 

@@ -31,16 +31,43 @@ type slotSet struct {
 	cur    slotSetGauges
 	last   slotSetGauges
 
-	// held is what the last read of each key found, to replay it.
-	held map[uint64]slotHeld
-	gen  uint32
+	// held is what the last read of each key found, to replay it; the
+	// members of every held key are back to back in slab.
+	held    map[uint64]slotHeld
+	slab    []redisread.Member
+	garbage int // members in slab no key refers to any more
+	gen     uint32
 }
 
+// slotHeld is 32 bytes without pointers: at a million keys the held
+// table is not scanned by the garbage collector.
 type slotHeld struct {
-	user    uint64
-	expiry  int64 // Redis ms; -1 none
-	members []redisread.Member
-	gen     uint32
+	user   uint64
+	expiry int64 // Redis ms; -1 none
+	off, n uint32
+	gen    uint32
+}
+
+func (t *slotSet) drop(h uint64) {
+	if e, ok := t.held[h]; ok {
+		t.garbage += int(e.n)
+		delete(t.held, h)
+	}
+}
+
+// compact rewrites the slab once most of it is garbage.
+func (t *slotSet) compact() {
+	if t.garbage < 1<<16 || t.garbage < len(t.slab)/2 {
+		return
+	}
+	slab := make([]redisread.Member, 0, len(t.slab)-t.garbage)
+	for h, e := range t.held {
+		off := uint32(len(slab))
+		slab = append(slab, t.slab[e.off:e.off+e.n]...)
+		e.off = off
+		t.held[h] = e
+	}
+	t.slab, t.garbage = slab, 0
 }
 
 type slotSetGauges struct {
@@ -102,18 +129,19 @@ var rangeStates = [redisread.NumRanges]track.MemberState{
 }
 
 func (t *slotSet) Apply(sw *Sweep, k Key) {
-	if k.Read.Oversized {
-		delete(t.held, k.Hash)
-	} else {
+	t.drop(k.Hash)
+	if sw.Hold && !k.Read.Oversized {
+		off := uint32(len(t.slab))
+		t.slab = append(t.slab, k.Read.Members...)
 		t.held[k.Hash] = slotHeld{user: k.UserHash, expiry: expiryOf(k.Read.PTTL, sw.Now),
-			members: append([]redisread.Member(nil), k.Read.Members...), gen: t.gen}
+			off: off, n: uint32(len(k.Read.Members)), gen: t.gen}
 	}
 	t.apply(sw, k)
 }
 
 func (t *slotSet) Held(h uint64) bool { _, ok := t.held[h]; return ok }
 
-func (t *slotSet) Forget(h uint64) { delete(t.held, h) }
+func (t *slotSet) Forget(h uint64) { t.drop(h) }
 
 // Replay re-classifies each held member at the new bounds: its state,
 // zombie age and the user's used follow from the score held.
@@ -128,12 +156,12 @@ func (t *slotSet) Replay(sw *Sweep) int {
 		}
 		pttl, ok := remaining(e.expiry, sw.Now)
 		if !ok {
-			delete(t.held, h)
+			t.drop(h)
 			continue
 		}
 		e.gen = t.gen
 		t.held[h] = e
-		kr := redisread.KeyRead{Status: redisread.OK, PTTL: pttl, At: sw.Now, Members: e.members}
+		kr := redisread.KeyRead{Status: redisread.OK, PTTL: pttl, At: sw.Now, Members: t.slab[e.off : e.off+e.n : e.off+e.n]}
 		t.apply(sw, Key{Read: &kr, Hash: h, UserHash: e.user})
 		n++
 	}
@@ -203,7 +231,15 @@ func (t *slotSet) End(sw *Sweep, lost, deferEnds bool) Ended {
 	e := t.members.Sweep(sw.Now, sw.Carry, lost, &t.rules)
 	t.holds.end(e)
 	t.last = t.cur
-	dropUnseen(t.held, t.gen, sw.Carry, func(e slotHeld) uint32 { return e.gen })
+	for h, e := range t.held {
+		if e.gen == t.gen {
+			continue
+		}
+		if _, ok := sw.Carry[uint32(h)]; !ok {
+			t.drop(h)
+		}
+	}
+	t.compact()
 	return Ended{Lost: e.Count[track.OutcomeLost]}
 }
 

@@ -62,18 +62,22 @@ func (f *family) loop(ctx context.Context) {
 	}
 }
 
-// maxBackoff caps the wait between sweeps while Redis keeps failing.
-const maxBackoff = 30 * time.Second
+// maxBackoff caps the wait between sweeps while Redis keeps failing: 8
+// intervals, and never more than 30 s (or one interval, if longer), so
+// that a Redis that comes back is seen within half a minute.
+func (f *family) maxBackoff() time.Duration {
+	return max(min(8*f.sampling.Interval, 30*time.Second), f.sampling.Interval)
+}
 
 // retryAfter is sampling.interval, doubled for each failure in a row up to
-// maxBackoff (or the interval, if longer): a Redis that is down is not
-// hammered with reconnects, and comes back to the normal pace at once.
+// maxBackoff: a Redis that is down is not hammered with reconnects, and
+// comes back to the normal pace at once.
 func (f *family) retryAfter() time.Duration {
-	d := f.sampling.Interval
-	for i := 1; i < f.state.failures && d < maxBackoff; i++ {
+	d, limit := f.sampling.Interval, f.maxBackoff()
+	for i := 1; i < f.state.failures && d < limit; i++ {
 		d *= 2
 	}
-	return min(d, max(maxBackoff, f.sampling.Interval))
+	return min(d, limit)
 }
 
 func (f *family) sweepAndPublish(ctx context.Context) error {
@@ -424,6 +428,7 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []redisre
 		return
 	}
 	run.replayer = rp
+	run.Hold = true
 	epochs := make(map[string]int, len(nodes))
 	changed := make(map[string][]string, len(nodes))
 	full := len(st.synced) != len(nodes)

@@ -59,7 +59,10 @@ func benchConfig(addr string, budget int, t timing) string {
 	return redisproc.Config{
 		Addr: addr,
 		Sampling: []string{"interval: " + t.interval.String(), "timeout: 5m", "window: " + t.window.String(),
-			"scan_count: 1000", fmt.Sprintf("max_keys_per_second: %d", budget)},
+			"scan_count: 1000", fmt.Sprintf("max_keys_per_second: %d", budget),
+			// The full read, unpaced: the figures compared with the Redis
+			// floor and with earlier BENCH.md runs.
+			"track_changes: false", "redis_cpu_share: 0"},
 		Families: []redisproc.Family{{
 			Name: "streams", Kind: "slotset", Match: keyMatch, User: userPattern, Limit: 3,
 			TTL: ms(t.ttl), Heartbeat: ms(t.hb), MaxHold: ms(t.maxHold),
