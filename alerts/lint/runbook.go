@@ -1,0 +1,62 @@
+package lint
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"strings"
+)
+
+// RunbookBase is where every alert's runbook_url points, followed by
+// "#" and the GitHub anchor of the runbook section named after the alert.
+const RunbookBase = "https://github.com/slotexporter/slot_exporter/blob/main/docs/runbook.md"
+
+// GitHubAnchor returns the anchor GitHub generates for a Markdown heading:
+// lower case, spaces to hyphens, punctuation other than - and _ dropped.
+func GitHubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// RunbookAnchors maps the anchor of every Markdown heading of md (outside
+// fenced code blocks) to the heading text. Repeated anchors get GitHub's -1,
+// -2 suffixes.
+func RunbookAnchors(md []byte) map[string]string {
+	out := map[string]string{}
+	seen := map[string]int{}
+	fenced := false
+	sc := bufio.NewScanner(bytes.NewReader(md))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		h := strings.TrimLeft(line, "#")
+		if !strings.HasPrefix(h, " ") {
+			continue
+		}
+		h = strings.TrimSpace(h)
+		a := GitHubAnchor(h)
+		if n := seen[a]; n > 0 {
+			seen[a]++
+			a = fmt.Sprintf("%s-%d", a, n)
+		} else {
+			seen[a] = 1
+		}
+		out[a] = h
+	}
+	return out
+}
