@@ -1,16 +1,11 @@
 package web
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,40 +35,6 @@ const (
 		"  alice: $2a$04$CBaxwWTwZ4wFkI1JfirfCO3X3UarfuxXi3tEImMWGJvargkDpQnHi\n" +
 		"  bob: $2a$04$b5BaHsdbfa0JGsfP5hKhKexDVO/ntYUZDkOvIzlWxdeSuy0FTlHZm\n"
 )
-
-const families = `
-families:
-  - name: streams
-    kind: slotset
-    match: "joishi:streams:*"
-    user: '^joishi:streams:\{?([^}]+)\}?$'
-    limit: 3
-    ttl: 120s
-    heartbeat_interval: 20s
-    max_hold: 15m
-  - name: legacy
-    kind: counter
-    match: "legacy:*"
-    limit: 3
-  - name: api
-    kind: ratelimit
-    match: "rl:api:*"
-    limit: 100
-    window: 1m
-  - name: jobs
-    kind: lock
-    match: "lock:job:*"
-    ttl: 30s
-    max_hold: 10m
-  - name: mail
-    kind: list
-    match: "queue:mail:*"
-    max_wait: 5m
-  - name: events
-    kind: stream
-    match: "stream:events:*"
-    max_hold: 5m
-`
 
 // source is the exporter as the pages see it, over a test sweeper.
 type source struct {
@@ -110,28 +71,16 @@ type env struct {
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
-	srv := redistest.Start(t)
-	admin := srv.Client()
-	ctx := context.Background()
-	dir := t.TempDir()
-	pw := filepath.Join(dir, "release.pw")
-	writeFile(t, pw, "rel-secret\n")
-	args := []any{"ACL", "SETUSER", "releaser", "reset", "on", ">rel-secret"}
-	for _, r := range strings.Fields(release.ACLRule("joishi:*", "legacy:*", "rl:*", "lock:*")) {
-		args = append(args, r)
-	}
-	if err := admin.Do(ctx, args...).Err(); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse([]byte(fmt.Sprintf("redis: {addr: %q}\nrelease: {username: releaser, password_file: %q}\n%s", srv.Addr, pw, families)))
+	rs := exportertest.StartReleaseServer(t, release.ACLRule(exportertest.KindKeyPatterns...))
+	cfg, err := config.Parse([]byte(rs.YAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, redis: srv, admin: admin, cfg: cfg, audit: filepath.Join(dir, "audit.jsonl")}
-	e.h = exportertest.NewFromConfig(t, admin, cfg)
+	e := &env{t: t, redis: rs.Server, admin: rs.Admin, cfg: cfg, audit: filepath.Join(rs.Dir, "audit.jsonl")}
+	e.h = exportertest.NewFromConfig(t, rs.Admin, cfg)
 	if !o.noAuth {
-		e.webCfg = filepath.Join(dir, "web.yml")
-		writeFile(t, e.webCfg, webUsers)
+		e.webCfg = filepath.Join(rs.Dir, "web.yml")
+		exportertest.WriteFile(t, e.webCfg, webUsers)
 	}
 	if o.release {
 		if err := CheckRelease(e.webCfg, e.audit); err != nil {
@@ -192,22 +141,8 @@ func serve(t *testing.T, h http.Handler, webCfg string) string {
 	return "http://" + l.Addr().String()
 }
 
-func writeFile(t *testing.T, path, body string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // now is Redis TIME in ms.
-func (e *env) now() int64 {
-	e.t.Helper()
-	tm, err := e.admin.Time(context.Background()).Result()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return tm.UnixMilli()
-}
+func (e *env) now() int64 { return exportertest.RedisTime(e.t, e.admin) }
 
 // do sends a request as user (no credentials when user is "").
 func (e *env) do(method, path, user, pass string, form url.Values) (int, http.Header, string) {
@@ -244,24 +179,7 @@ func (e *env) get(path string) (int, string) {
 }
 
 // records reads the audit file back.
-func (e *env) records() []release.Record {
-	e.t.Helper()
-	f, err := os.Open(e.audit)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer f.Close()
-	var out []release.Record
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var r release.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			e.t.Fatalf("audit line %q: %v", sc.Text(), err)
-		}
-		out = append(out, r)
-	}
-	return out
-}
+func (e *env) records() []release.Record { return exportertest.JSONLines[release.Record](e.t, e.audit) }
 
 // formValue pulls a hidden input's value out of a page.
 func formValue(page, name string) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/release"
 )
 
@@ -131,7 +132,7 @@ func TestReleaseRefusals(t *testing.T) {
 	// Operators removed from the web config while running: the toolkit
 	// stops asking for credentials, and release stops too, rather than
 	// trusting any name a request sends.
-	writeFile(t, e.webCfg, "")
+	exportertest.WriteFile(t, e.webCfg, "")
 	code, _, _ = e.do(http.MethodGet, "/leaks/streams/u1/preview", "mallory", "x", nil)
 	if code != http.StatusForbidden {
 		t.Errorf("preview with the operators gone from the web config: %d, want 403", code)
@@ -167,9 +168,9 @@ func TestReleaseDisabled(t *testing.T) {
 func TestCheckRelease(t *testing.T) {
 	dir := t.TempDir()
 	users, none, bad := dir+"/users.yml", dir+"/none.yml", dir+"/bad.yml"
-	writeFile(t, users, webUsers)
-	writeFile(t, none, "http_server_config:\n  http2: false\n")
-	writeFile(t, bad, "basic_auth_users: [\n")
+	exportertest.WriteFile(t, users, webUsers)
+	exportertest.WriteFile(t, none, "http_server_config:\n  http2: false\n")
+	exportertest.WriteFile(t, bad, "basic_auth_users: [\n")
 	for _, c := range []struct {
 		web, audit, want string
 	}{
@@ -263,8 +264,8 @@ func TestOtherKinds(t *testing.T) {
 	ctx := context.Background()
 	e.admin.Set(ctx, "legacy:u1", "7", 0)
 	e.admin.Set(ctx, "rl:api:u1", "42", 45*time.Second)
-	e.admin.Set(ctx, "lock:job:u1", "tok-<1>", 20*time.Second)
-	e.admin.Set(ctx, "lock:job:u2", "tok-forever", 0)
+	e.admin.Set(ctx, "lock:job:eu-u1", "tok-<1>", 20*time.Second) // found by SCAN: the user regexp has no inverse
+	e.admin.Set(ctx, "lock:job:eu-u2", "tok-forever", 0)
 	e.admin.LPush(ctx, "queue:mail:u1", "newest", strings.Repeat("x", 300)+"<b>")
 	e.admin.RPush(ctx, "queue:mail:u1", `{"to":"<a@b>"}`) // the pop side (right) is next
 	e.admin.XAdd(ctx, &redis.XAddArgs{Stream: "stream:events:u1", ID: "1-1", Values: []any{"k", "v"}})
