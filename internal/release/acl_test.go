@@ -16,7 +16,7 @@ func (f *fixture) flows(t *testing.T) error {
 	t.Helper()
 	ctx := context.Background()
 	now := f.now(t)
-	f.admin.ZAdd(ctx, "joishi:streams:{acl}", redis.Z{Score: float64(now - 60_000), Member: "dead"})
+	f.slotSet(t, "acl", map[string]float64{"dead": float64(now - 60_000)})
 	f.admin.Set(ctx, "lock:job:eu-acl", "tok", time.Hour) // future: found by SCAN
 	f.admin.Set(ctx, "legacy:acl", "4", 0)
 	f.admin.Set(ctx, "rl:api:acl", "120", time.Minute)

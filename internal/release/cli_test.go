@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
 )
 
@@ -17,10 +15,7 @@ func TestCLI(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	now := f.now(t)
-	key := "joishi:streams:{u9}"
-	f.admin.ZAdd(ctx, key,
-		redis.Z{Score: float64(now - 60_000), Member: "dead"},
-		redis.Z{Score: float64(now + 110_000), Member: "live"})
+	key := f.slotSet(t, "u9", map[string]float64{"dead": float64(now - 60_000), "live": float64(now + 110_000)})
 	cli := func(a CLIArgs) (int, string, string) {
 		var out, errb bytes.Buffer
 		a.ConfigFile, a.Family = f.cfgFile, "streams"

@@ -1,6 +1,7 @@
 package release
 
 import (
+	"context"
 	"math"
 	"path/filepath"
 	"testing"
@@ -49,6 +50,22 @@ func (f *fixture) family(name string) *config.Family {
 		return fam
 	}
 	panic("no family " + name)
+}
+
+// slotSet writes user's slot set of the streams family, members and
+// their scores (expiries in ms), and returns its key. A failed write fails
+// the test.
+func (f *fixture) slotSet(t *testing.T, user string, scores map[string]float64) string {
+	t.Helper()
+	key := "joishi:streams:{" + user + "}"
+	zs := make([]redis.Z, 0, len(scores))
+	for m, s := range scores {
+		zs = append(zs, redis.Z{Score: s, Member: m})
+	}
+	if err := f.admin.ZAdd(context.Background(), key, zs...).Err(); err != nil {
+		t.Fatalf("ZADD %s: %v", key, err)
+	}
+	return key
 }
 
 // now is Redis TIME in ms.

@@ -22,15 +22,14 @@ func TestSlotSetRelease(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	now := f.now(t)
-	key := "joishi:streams:{u1}"
 	// ttl 120s, heartbeat 20s, stale_after 40s; scores are expiries.
-	f.admin.ZAdd(ctx, key,
-		redis.Z{Score: float64(now - 60_000), Member: "expired"},
-		redis.Z{Score: float64(now + 50_000), Member: "stale"},  // last heartbeat 70s ago
-		redis.Z{Score: float64(now + 60_000), Member: "revive"}, // stale until its heartbeat below
-		redis.Z{Score: float64(now + 110_000), Member: "live"},
-		redis.Z{Score: float64(now) * 1000, Member: "future"}, // µs written as ms
-	)
+	key := f.slotSet(t, "u1", map[string]float64{
+		"expired": float64(now - 60_000),
+		"stale":   float64(now + 50_000), // last heartbeat 70s ago
+		"revive":  float64(now + 60_000), // stale until its heartbeat below
+		"live":    float64(now + 110_000),
+		"future":  float64(now) * 1000, // µs written as ms
+	})
 	p, err := f.rel.Preview(ctx, req("streams", "u1"))
 	if err != nil {
 		t.Fatal(err)
@@ -109,13 +108,8 @@ func TestSlotSetRelease(t *testing.T) {
 func TestScoreFormatsRoundTrip(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	key := "joishi:streams:{edge}"
 	scores := map[string]float64{"tiny": 1e-7, "frac": 1726000000123.25, "big": 1.7e21, "neg": -5, "inf": mathInf(1), "ninf": mathInf(-1), "zero": 0}
-	var zs []redis.Z
-	for m, s := range scores {
-		zs = append(zs, redis.Z{Score: s, Member: m})
-	}
-	f.admin.ZAdd(ctx, key, zs...)
+	f.slotSet(t, "edge", scores)
 	p, err := f.rel.Preview(ctx, Request{Source: "cli", Operator: "ops-alice", Family: "streams", User: "edge", IncludeLive: true})
 	if err != nil {
 		t.Fatal(err)
@@ -235,8 +229,7 @@ func TestRefusals(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	now := f.now(t)
-	key := "joishi:streams:{u2}"
-	f.admin.ZAdd(ctx, key, redis.Z{Score: float64(now - 60_000), Member: "dead"})
+	key := f.slotSet(t, "u2", map[string]float64{"dead": float64(now - 60_000)})
 
 	if _, err := f.rel.Preview(ctx, Request{Source: "cli", Family: "streams", User: "u2"}); !errors.Is(err, ErrRefused) {
 		t.Errorf("preview without an operator: %v, want refused", err)
