@@ -39,6 +39,9 @@ type opts struct {
 	hbHolders                   int
 	cpuprofile                  string
 	trace                       string
+	fracs                       string
+	phase                       int
+	peer                        bool
 }
 
 func main() {
@@ -58,6 +61,12 @@ func main() {
 	flag.IntVar(&o.notifySets, "notify-sets", 10000, "slot sets in the discovery scan/notify comparison")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the largest size's measured sweeps here")
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of one sweep of the largest size here")
+	flag.StringVar(&o.fracs, "fracs", "0.01,0.1,0.25", "shares of sets written per interval in the change-driven run at the largest size (empty skips it)")
+	flag.IntVar(&o.phase, "phase", 20, "seconds per phase of the change-driven run")
+	flag.BoolVar(&o.peer, "peer", true, "build oliver006/redis_exporter from the Go module proxy in a temp dir and time its --check-keys at 100k keys")
+	flag.StringVar(&w.fracs, "worker-fracs", "", "internal")
+	flag.IntVar(&w.phase, "worker-phase", 0, "internal")
+	flag.BoolVar(&w.full, "worker-full", false, "internal")
 	// The exporter side runs in a child process; these flags are its.
 	flag.StringVar(&w.role, "role", "", "internal: run as the worker with this role")
 	flag.StringVar(&w.addr, "addr", "", "internal")
@@ -126,6 +135,8 @@ type sizeResult struct {
 }
 
 type report struct {
+	Changes *changesResult
+	Peer    *peerResult
 	Opts    *opts
 	Machine machine
 	Sizes   []sizeResult
@@ -147,6 +158,14 @@ func run(ctx context.Context, o *opts) (*report, error) {
 		if lat != nil {
 			rep.Latency = lat
 		}
+		if n == largest && o.fracs != "" {
+			log.Printf("%d sets: change-driven reads at %s of sets written per interval", n, o.fracs)
+			ch, err := runChanges(ctx, o, n)
+			if err != nil {
+				return nil, fmt.Errorf("change-driven run: %w", err)
+			}
+			rep.Changes = ch
+		}
 	}
 	if o.churnSets > 0 && o.churnSweeps > 0 {
 		log.Printf("churn: %d sets, %d sweeps, %.0f%% of sets changed between sweeps", o.churnSets, o.churnSweeps, o.churn*100)
@@ -155,6 +174,10 @@ func run(ctx context.Context, o *opts) (*report, error) {
 			return nil, fmt.Errorf("churn: %w", err)
 		}
 		rep.Churn = c
+	}
+	if o.peer {
+		log.Printf("peer: oliver006/redis_exporter --check-keys at 100k keys")
+		rep.Peer = runPeer(ctx, 100000)
 	}
 	if o.hbHolders > 0 {
 		log.Printf("heartbeat and acquire cost: %d holders", o.hbHolders)
@@ -354,4 +377,27 @@ func measureLatency(ctx context.Context, s *server, o *opts) ([]latencyScenario,
 		}
 	}
 	return scen, nil
+}
+
+// runChanges loads n sets on a fresh server and runs the change-driven
+// worker against it.
+func runChanges(ctx context.Context, o *opts, n int) (*changesResult, error) {
+	s, err := startServer()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Stop()
+	admin := s.client()
+	defer admin.Close()
+	now, err := admin.Time(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := load(s.Addr, newGen(uint64(n), now.UnixMilli(), benchTiming), 0, n); err != nil {
+		return nil, err
+	}
+	var res changesResult
+	err = runChild(ctx, []string{"-role", "changes", "-addr", s.Addr, "-redis-pid", strconv.Itoa(s.PID()),
+		"-sets", strconv.Itoa(n), "-worker-fracs", o.fracs, "-worker-phase", strconv.Itoa(o.phase), "-worker-full"}, &res)
+	return &res, err
 }

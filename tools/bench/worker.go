@@ -52,6 +52,10 @@ type workerOpts struct {
 	sweeps     int
 	churn      float64
 	seed       uint64
+	// The change-driven run.
+	fracs string
+	phase int
+	full  bool
 }
 
 func benchConfig(addr string, budget int, t timing) string {
@@ -218,6 +222,8 @@ func runWorker(o *workerOpts) error {
 		return workerSweep(o)
 	case "churn":
 		return workerChurn(o)
+	case "changes":
+		return workerChanges(o)
 	case "loop":
 		return workerLoop(o)
 	case "trackers":

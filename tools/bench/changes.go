@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
+	"github.com/slotexporter/slot_exporter/internal/snapshot"
+	"github.com/slotexporter/slot_exporter/internal/sweep"
+	"github.com/slotexporter/slot_exporter/redisconn"
+)
+
+// The change-driven run: the exporter with its defaults (client tracking,
+// reads paced to 10% of a Redis core, sampling.interval 5s) against the
+// 1M-set server while an application writes a share of the sets every
+// interval, next to the full read of every key every interval as it was
+// before (track_changes: false, no pace). For each situation, two phases of
+// equal length: the application alone, then the application and the
+// exporter. The exporter's share of Redis CPU is the difference of
+// redis-server's CPU rate between the two (from /proc); application
+// latency is a GET or SET every 1 ms on a connection of its own, p99 per
+// phase.
+
+// changeScenario is one situation of the change-driven run.
+type changeScenario struct {
+	Name     string  `json:"name"`
+	Frac     float64 `json:"frac"` // of sets written per interval
+	Full     bool    `json:"full"` // every key read every interval
+	Phase    float64 `json:"phase_s"`
+	CPUAlone float64 `json:"cpu_alone"` // redis-server CPU s/s, application alone
+	CPUWith  float64 `json:"cpu_with"`  // the same with the exporter
+	Writes   int     `json:"writes"`    // application writes per phase
+	KeysRead float64 `json:"keys_read"` // keys the exporter read in its phase
+	P99Alone float64 `json:"p99_alone_ms"`
+	P99With  float64 `json:"p99_with_ms"`
+	Period   float64 `json:"period_s"` // slot_exporter_sampling_period_seconds at the end
+	Sweeps   float64 `json:"sweeps"`
+	// Exactness: the exporter's gauges against a full read of Redis at
+	// the same moment (writes paused), by a second exporter.
+	Compared   int      `json:"compared"`
+	Mismatches []string `json:"mismatches"`
+	Heap       uint64   `json:"heap"`
+	RSS        uint64   `json:"rss"`
+	FirstRead  float64  `json:"first_read_s"` // the initial full read, paced
+}
+
+type changesResult struct {
+	Scenarios []changeScenario `json:"scenarios"`
+}
+
+const changeInterval = 5 * time.Second
+
+func changeConfig(addr string, full bool) string {
+	t := benchTiming
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	samp := []string{"interval: " + changeInterval.String(), "timeout: 5m", "window: 1m"}
+	if full {
+		samp = append(samp, "track_changes: false", "redis_cpu_share: 0")
+	}
+	return redisproc.Config{
+		Addr:     addr,
+		Sampling: samp,
+		Families: []redisproc.Family{{
+			Name: "streams", Kind: "slotset", Match: keyMatch, User: userPattern, Limit: 3,
+			TTL: ms(t.ttl), Heartbeat: ms(t.hb), MaxHold: ms(t.maxHold),
+			Extra: []string{"stale_after: " + ms(t.stale).String()},
+		}},
+	}.YAML()
+}
+
+func sweeperFor(yaml string) (*sweep.Sweeper, redis.UniversalClient, error) {
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := redisconn.New(&cfg.Redis)
+	if err != nil {
+		return nil, nil, err
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, err := sweep.New(context.Background(), cfg, client, logger, nil)
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, err
+	}
+	return s, client, nil
+}
+
+// writer is the application: ZADD of a heartbeat member on random sets,
+// spread evenly over each interval, and a latency probe.
+type writer struct {
+	addr  string
+	n     int
+	frac  float64
+	c     *redis.Client
+	probe *redis.Client
+}
+
+// run writes until ctx ends and returns the writes made and the probe's
+// latencies (ms).
+func (w *writer) run(ctx context.Context) (int, []float64) {
+	var wg sync.WaitGroup
+	var lat []float64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			t0 := time.Now()
+			var err error
+			if i%2 == 0 {
+				err = w.probe.Set(ctx, "probe:"+strconv.Itoa(i%1000), i, 0).Err()
+			} else {
+				err = w.probe.Get(ctx, "probe:"+strconv.Itoa((i-1)%1000)).Err()
+			}
+			if err == nil || err == redis.Nil {
+				lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+			}
+		}
+	}()
+	writes := 0
+	if w.frac > 0 {
+		perInterval := int(float64(w.n) * w.frac)
+		// Batches of 100 every tick, as many ticks as it takes.
+		batches := max(perInterval/100, 1)
+		tick := changeInterval / time.Duration(batches)
+		r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+		t := time.NewTicker(tick)
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case <-t.C:
+			}
+			pipe := w.c.Pipeline()
+			score := float64(time.Now().UnixMilli() + benchTiming.ttl)
+			for range min(100, perInterval) {
+				pipe.ZAdd(ctx, keyName(r.IntN(w.n)), redis.Z{Score: score, Member: "hb"})
+			}
+			if _, err := pipe.Exec(ctx); err == nil {
+				writes += min(100, perInterval)
+			}
+		}
+		t.Stop()
+	}
+	wg.Wait()
+	return writes, lat
+}
+
+func p99(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[int(float64(len(s)-1)*0.99)]
+}
+
+// gaugeFigures are the gauges a full read must agree on.
+func gaugeFigures(f *snapshot.Family) map[string]float64 {
+	out := map[string]float64{"sets": float64(f.Sets), "users_active": float64(f.Aggregates.Active),
+		"users_at_limit": float64(f.Aggregates.AtLimit), "users_over_limit": float64(f.Aggregates.OverLimit),
+		"users_floor_nonzero": float64(f.Aggregates.FloorNonzero)}
+	for _, v := range f.Gauges {
+		if v.Metric == snapshot.SamplingPeriod {
+			continue
+		}
+		out[v.Metric.Name+"{"+strings.Join(v.Labels, ",")+"}"] = v.V
+	}
+	return out
+}
+
+func workerChanges(o *workerOpts) error {
+	ctx := context.Background()
+	var res changesResult
+	var fracs []float64
+	for _, f := range strings.Split(o.fracs, ",") {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return fmt.Errorf("-fracs: %w", err)
+		}
+		fracs = append(fracs, v)
+	}
+	phase := time.Duration(o.phase) * time.Second
+	c := redis.NewClient(&redis.Options{Addr: o.addr, ReadTimeout: time.Minute})
+	probe := redis.NewClient(&redis.Options{Addr: o.addr, DB: 1, PoolSize: 1})
+	defer c.Close()
+	defer probe.Close()
+	writerFor := func(f float64) *writer { return &writer{addr: o.addr, n: o.sets, frac: f, c: c, probe: probe} }
+
+	// The application alone, at each rate, before any exporter runs.
+	var scen []changeScenario
+	full := changeScenario{Name: "full read every interval, as before (track_changes: false, unpaced)", Frac: 0.1, Full: true}
+	if o.full {
+		scen = append(scen, full)
+	}
+	for _, f := range fracs {
+		scen = append(scen, changeScenario{Name: fmt.Sprintf("defaults, %g%% of sets written per interval", f*100), Frac: f})
+	}
+	for i := range scen {
+		sc := &scen[i]
+		actx, cancel := context.WithTimeout(ctx, phase)
+		c0, t0 := procCPU(o.redisPID), time.Now()
+		sc.Writes, _ = writerFor(sc.Frac).run(actx)
+		cancel()
+		sc.CPUAlone = (procCPU(o.redisPID) - c0).Seconds() / time.Since(t0).Seconds()
+		// The probe's p99 alone is measured in a quiet phase of its own
+		// below, next to the phase with the exporter.
+	}
+
+	// One exporter per mode, running as the binary runs it (Start), with
+	// the application writing at each rate in turn.
+	runMode := func(fullRead bool, idx []int) error {
+		s, client, err := sweeperFor(changeConfig(o.addr, fullRead))
+		if err != nil {
+			return err
+		}
+		defer client.Close()
+		t0 := time.Now()
+		s.Start()
+		defer s.Stop()
+		for s.Snapshot().Families[0].LastSuccess.IsZero() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		first := time.Since(t0).Seconds()
+		for _, i := range idx {
+			sc := &scen[i]
+			sc.FirstRead = first
+			w := writerFor(sc.Frac)
+			before := keysRead(s)
+			actx, cancel := context.WithTimeout(ctx, phase)
+			c0, ts := procCPU(o.redisPID), time.Now()
+			_, lat := w.run(actx)
+			cancel()
+			sc.CPUWith = (procCPU(o.redisPID) - c0).Seconds() / time.Since(ts).Seconds()
+			sc.P99With = p99(lat)
+			sc.KeysRead = keysRead(s) - before
+			sc.Phase = phase.Seconds()
+			fam := s.Snapshot().Families[0]
+			if v, ok := exportertest.Value(fam, snapshot.SamplingPeriod); ok {
+				sc.Period = v
+			}
+			if sc.Period > 0 {
+				sc.Sweeps = sc.Phase / sc.Period
+			}
+			// Exactness, writes paused: the next sweep that starts after
+			// the pause against a full read by a fresh exporter.
+			paused := time.Now()
+			for {
+				f := s.Snapshot().Families[0]
+				if f.OK && f.LastSuccess.Add(-f.Duration).After(paused) {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			got := gaugeFigures(s.Snapshot().Families[0])
+			ref, rc, err := sweeperFor(changeConfig(o.addr, true))
+			if err != nil {
+				return err
+			}
+			err = ref.SweepOnce(ctx)
+			want := gaugeFigures(ref.Snapshot().Families[0])
+			ref.Stop()
+			_ = rc.Close()
+			if err != nil {
+				return err
+			}
+			for k, v := range want {
+				sc.Compared++
+				if got[k] != v {
+					sc.Mismatches = append(sc.Mismatches, fmt.Sprintf("%s: %v, full read %v", k, got[k], v))
+				}
+			}
+			m := readMem()
+			sc.Heap, sc.RSS = m.HeapAlloc, m.RSS
+		}
+		return nil
+	}
+	// p99 with neither writes nor reads: the idle reference.
+	actx, cancel := context.WithTimeout(ctx, phase)
+	_, idle := writerFor(0).run(actx)
+	cancel()
+	for i := range scen {
+		scen[i].P99Alone = p99(idle)
+	}
+	var changed []int
+	for i := range scen {
+		if !scen[i].Full {
+			changed = append(changed, i)
+		}
+	}
+	if o.full {
+		if err := runMode(true, []int{0}); err != nil {
+			return err
+		}
+	}
+	if err := runMode(false, changed); err != nil {
+		return err
+	}
+	res.Scenarios = scen
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+func keysRead(s *sweep.Sweeper) float64 {
+	return float64(s.Snapshot().Families[0].KeysScanned)
+}
