@@ -2,18 +2,16 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 )
 
 // tailBuffer keeps the last max bytes written to it: a process's output
@@ -205,47 +203,12 @@ func httpGet(url string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
-// goTool finds the go command the test itself was built with.
-func goTool(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("no go command on PATH nor in GOROOT (%s)", p)
-	}
-	return p
-}
-
-// buildBinaries builds slot_exporter and slotsim from this module into dir,
-// without the race detector: they are the system under test, not the test.
+// buildBinaries builds slot_exporter and slotsim from this module into dir.
 func buildBinaries(t *testing.T, dir string) (exporter, slotsim string) {
 	t.Helper()
-	root, err := filepath.Abs("..")
+	bins, err := redisproc.BuildBinaries(context.Background(), dir, ".", "./cmd/slotsim")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root %s: %v", root, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool(t), "build", "-o", dir+string(filepath.Separator), ".", "./cmd/slotsim")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			t.Fatalf("go build timed out:\n%s", out)
-		}
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	exporter, slotsim = filepath.Join(dir, "slot_exporter"), filepath.Join(dir, "slotsim")
-	for _, b := range []string{exporter, slotsim} {
-		if _, err := os.Stat(b); err != nil {
-			t.Fatalf("go build did not produce %s: %v", b, err)
-		}
-	}
-	return exporter, slotsim
+	return bins[0], bins[1]
 }

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +28,8 @@ import (
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
@@ -68,19 +69,11 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
-}
-
 // binaries builds slot_exporter (from the module root, as a user would)
 // and ria-drive once per test run. SLOT_EXPORTER_BIN points at an already
 // built exporter instead.
 func binaries(t *testing.T) (exporter, riaDrive string) {
 	t.Helper()
-	root := repoRoot(t)
 	built.once.Do(func() {
 		built.dir, built.err = os.MkdirTemp("", "slot-exporter-libraries-")
 		if built.err != nil {
@@ -90,16 +83,15 @@ func binaries(t *testing.T) (exporter, riaDrive string) {
 		built.exporter = os.Getenv("SLOT_EXPORTER_BIN")
 		if built.exporter == "" {
 			pkgs = append(pkgs, ".")
-			built.exporter = filepath.Join(built.dir, "slot_exporter")
 		}
-		built.riaDrive = filepath.Join(built.dir, "ria-drive")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, goTool(), append([]string{"build", "-o", built.dir + string(filepath.Separator)}, pkgs...)...)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+		bins, err := redisproc.BuildBinaries(context.Background(), built.dir, pkgs...)
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.riaDrive = bins[0]
+		if len(bins) > 1 {
+			built.exporter = bins[1]
 		}
 	})
 	if built.err != nil {
@@ -132,22 +124,9 @@ func nodeDriver(t *testing.T) []string {
 	return []string{"node", filepath.Join(root, "examples", "libraries", "node", "drive.js")}
 }
 
-// syncBuffer collects a child's output for failure messages.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
+// tail is the end of a child's output, for a failure message.
+func tail(b *exportertest.Buffer) string {
+	s := b.String()
 	if len(s) > 6000 {
 		s = "...\n" + s[len(s)-6000:]
 	}
@@ -161,7 +140,7 @@ type exporter struct {
 	example string
 	url     string
 	cmd     *exec.Cmd
-	log     *syncBuffer
+	log     *exportertest.Buffer
 	done    chan struct{}
 	started time.Time
 
@@ -230,7 +209,7 @@ func startExporter(t *testing.T, example, redisAddr string, ov overrides) *expor
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
-	e := &exporter{t: t, example: filepath.Base(example), url: "http://" + addr, log: &syncBuffer{}, done: make(chan struct{}), started: time.Now()}
+	e := &exporter{t: t, example: filepath.Base(example), url: "http://" + addr, log: &exportertest.Buffer{}, done: make(chan struct{}), started: time.Now()}
 	e.cmd = exec.Command(bin, "--config.file="+path, "--web.listen-address="+addr, "--log.level=debug")
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	if err := e.cmd.Start(); err != nil {
@@ -241,14 +220,14 @@ func startExporter(t *testing.T, example, redisAddr string, ov overrides) *expor
 		_ = e.cmd.Process.Kill()
 		<-e.done
 		if t.Failed() {
-			t.Logf("slot_exporter (%s) log:\n%s", e.example, e.log.String())
+			t.Logf("slot_exporter (%s) log:\n%s", e.example, tail(e.log))
 		}
 	})
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		select {
 		case <-e.done:
-			t.Fatalf("slot_exporter exited on %s (config as run:\n%s)\n%s", e.example, out, e.log.String())
+			t.Fatalf("slot_exporter exited on %s (config as run:\n%s)\n%s", e.example, out, tail(e.log))
 		default:
 		}
 		if resp, err := http.Get(e.url + "/-/ready"); err == nil {
@@ -258,7 +237,7 @@ func startExporter(t *testing.T, example, redisAddr string, ov overrides) *expor
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("slot_exporter on %s not ready in 15s:\n%s", e.example, e.log.String())
+			t.Fatalf("slot_exporter on %s not ready in 15s:\n%s", e.example, tail(e.log))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -501,7 +480,7 @@ type holder struct {
 	cmd      *exec.Cmd
 	stdin    io.WriteCloser
 	events   chan event
-	stderr   *syncBuffer
+	stderr   *exportertest.Buffer
 	done     chan struct{}
 	truth    event
 	acquired time.Time
@@ -527,7 +506,7 @@ func (h *holder) refreshesSince(t time.Time) int {
 
 func startHolder(t *testing.T, name string, argv ...string) *holder {
 	t.Helper()
-	h := &holder{t: t, name: name, events: make(chan event, 16), stderr: &syncBuffer{}, done: make(chan struct{})}
+	h := &holder{t: t, name: name, events: make(chan event, 16), stderr: &exportertest.Buffer{}, done: make(chan struct{})}
 	h.cmd = exec.Command(argv[0], argv[1:]...)
 	h.cmd.Stderr = h.stderr
 	var err error
@@ -585,9 +564,9 @@ func (h *holder) wait(name string, timeout time.Duration) event {
 				h.t.Fatalf("%s: the library lost its hold: %v", h.name, ev)
 			}
 		case <-h.done:
-			h.t.Fatalf("%s: driver exited (%v) before %q:\n%s", h.name, h.cmd.ProcessState, name, h.stderr.String())
+			h.t.Fatalf("%s: driver exited (%v) before %q:\n%s", h.name, h.cmd.ProcessState, name, tail(h.stderr))
 		case <-timer.C:
-			h.t.Fatalf("%s: no %q in %v:\n%s", h.name, name, timeout, h.stderr.String())
+			h.t.Fatalf("%s: no %q in %v:\n%s", h.name, name, timeout, tail(h.stderr))
 		}
 	}
 }
@@ -602,7 +581,7 @@ func (h *holder) release() {
 	<-h.done
 	h.ended = time.Now()
 	if !h.cmd.ProcessState.Success() {
-		h.t.Fatalf("%s: driver exited %v:\n%s", h.name, h.cmd.ProcessState, h.stderr.String())
+		h.t.Fatalf("%s: driver exited %v:\n%s", h.name, h.cmd.ProcessState, tail(h.stderr))
 	}
 }
 
