@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -29,16 +27,6 @@ import (
 // secSampling goes with the common families in every config here. A slot
 // set with more than 3 members is oversized, so ZCOUNT is exercised.
 var secSampling = []string{"interval: 200ms", "window: 1s", "max_members_per_key: 3"}
-
-// secSecret is a fresh, greppable secret.
-func secSecret(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return "s3cr3t" + hex.EncodeToString(b)
-}
 
 // secConfig writes slot_exporter.yml into dir: the redis block
 // (indented lines), secSampling and the common families.
@@ -152,7 +140,7 @@ func secNoSecret(t *testing.T, where, text string, secrets ...string) {
 // field or inside a URL, is refused by --config.check with the field path
 // and where to put it instead, and the password is not echoed.
 func TestPasswordInConfigRefused(t *testing.T) {
-	pw := secSecret(t)
+	pw := redisproc.Secret()
 	const where = "passwords are not accepted in the config file; put it in a file named by redis.password_file, or in the " + config.PasswordEnv + " environment variable"
 	cases := map[string]struct{ block, want string }{
 		"field":             {"  addr: 127.0.0.1:6379\n  password: " + pw + "\n", "redis.password: " + where},
@@ -184,7 +172,7 @@ func TestPasswordInConfigRefused(t *testing.T) {
 // (it would show in ps and shell history); trying one is a usage error that
 // names the flag but not the value.
 func TestPasswordFlagRejected(t *testing.T) {
-	pw := secSecret(t)
+	pw := redisproc.Secret()
 	for _, args := range [][]string{
 		{"--redis.password=" + pw},
 		{"--redis.password", pw},
@@ -208,7 +196,7 @@ func TestPasswordFlagRejected(t *testing.T) {
 // of refused reloads. The password file is re-read for new connections,
 // so a rotation needs no reload.
 func TestPasswordNeverLeaks(t *testing.T) {
-	pw, wrong := secSecret(t), secSecret(t)
+	pw, wrong := redisproc.Secret(), redisproc.Secret()
 	srv := redistest.Start(t, "--requirepass", pw)
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, Password: pw, DisableIdentity: true})
 	t.Cleanup(func() { _ = admin.Close() })
@@ -300,7 +288,7 @@ func TestPasswordNeverLeaks(t *testing.T) {
 // TestPasswordFromEnv: REDIS_PASSWORD alone is enough, and does not show
 // up in the log either.
 func TestPasswordFromEnv(t *testing.T) {
-	pw := secSecret(t)
+	pw := redisproc.Secret()
 	srv := redistest.Start(t, "--requirepass", pw)
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, Password: pw, DisableIdentity: true})
 	t.Cleanup(func() { _ = admin.Close() })
@@ -348,7 +336,7 @@ func aclUser(pw string, withInfo bool) string {
 // never trips the ACL log; taking away any one command breaks the sweep
 // of the families that need it, so the list has nothing to spare.
 func TestACLMinimalCommandSet(t *testing.T) {
-	pw := secSecret(t)
+	pw := redisproc.Secret()
 	dir := t.TempDir()
 	// An ACL file, not ACL SETUSER alone: it survives the restarts of the
 	// INFO sub-test.

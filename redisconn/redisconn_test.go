@@ -2,8 +2,6 @@ package redisconn
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,18 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/internal/tlstest"
 )
-
-func secret(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return "s3cr3t-" + hex.EncodeToString(b)
-}
 
 func writeFile(t *testing.T, path, body string) {
 	t.Helper()
@@ -64,12 +54,12 @@ func adminClient(t *testing.T, addr, password string) *redis.Client {
 // or REDIS_PASSWORD (which wins), and a refused one is reported without
 // being echoed.
 func TestPasswordSources(t *testing.T) {
-	pw := secret(t)
+	pw := redisproc.Secret()
 	srv := redistest.Start(t, "--requirepass", pw)
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
 	writeFile(t, good, pw+"\n")
-	wrongPW := secret(t)
+	wrongPW := redisproc.Secret()
 	wrong := filepath.Join(dir, "wrong")
 	writeFile(t, wrong, wrongPW)
 
@@ -99,7 +89,7 @@ func TestPasswordSources(t *testing.T) {
 // TestACLUser: redis.username authenticates as that ACL user.
 func TestACLUser(t *testing.T) {
 	srv := redistest.Start(t)
-	pw := secret(t)
+	pw := redisproc.Secret()
 	if err := srv.Client().Do(context.Background(), "ACL", "SETUSER", "exporter", "on", ">"+pw, "~*", "+@all").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +108,7 @@ func TestACLUser(t *testing.T) {
 // redis.password_file and never shows what is in the file.
 func TestPasswordFileErrors(t *testing.T) {
 	dir := t.TempDir()
-	pw := secret(t)
+	pw := redisproc.Secret()
 	big := filepath.Join(dir, "big")
 	writeFile(t, big, strings.Repeat(pw, (64<<10)/len(pw)+1))
 	for name, path := range map[string]string{
@@ -144,7 +134,7 @@ func TestPasswordFileErrors(t *testing.T) {
 // connection, so rotating it (new file, new requirepass, old connections
 // dropped) needs no reload or restart of the exporter.
 func TestPasswordRotation(t *testing.T) {
-	old, next := secret(t), secret(t)
+	old, next := redisproc.Secret(), redisproc.Secret()
 	srv := redistest.Start(t, "--requirepass", old)
 	pf := filepath.Join(t.TempDir(), "pw")
 	writeFile(t, pf, old)
