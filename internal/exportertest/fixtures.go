@@ -9,51 +9,29 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
 // KindFamilies is one family of every kind, as the release and web tests
-// read and release them: slot sets found by their hash-tag name, locks
-// whose names the user regexp cannot be inverted into (found by the SCAN
-// fallback), counters, rate counters, a queue and a stream (neither
-// releasable).
-const KindFamilies = `
-families:
-  - name: streams
-    kind: slotset
-    match: "joishi:streams:*"
-    user: '^joishi:streams:\{?([^}]+)\}?$'
-    limit: 3
-    ttl: 120s
-    heartbeat_interval: 20s
-    max_hold: 15m
-  - name: legacy
-    kind: counter
-    match: "legacy:*"
-    limit: 3
-  - name: api
-    kind: ratelimit
-    match: "rl:api:*"
-    limit: 100
-    window: 1m
-  - name: jobs
-    kind: lock
-    match: "lock:job:*"
-    user: '^lock:job:[a-z]+-(.+)$'
-    ttl: 30s
-    max_hold: 10m
-  - name: mail
-    kind: list
-    match: "queue:mail:*"
-    max_wait: 5m
-  - name: events
-    kind: stream
-    match: "stream:events:*"
-    max_hold: 5m
-`
+// read and release them: the common slot sets (found by their hash-tag
+// name), locks whose names the user regexp cannot be inverted into (found
+// by the SCAN fallback), counters, rate counters, a queue and a stream
+// (neither releasable).
+func KindFamilies() []redisproc.Family {
+	return []redisproc.Family{
+		redisproc.Slots(),
+		{Name: "legacy", Kind: "counter", Match: "legacy:*", Limit: 3},
+		{Name: "api", Kind: "ratelimit", Match: "rl:api:*", Limit: 100, Extra: []string{"window: 1m"}},
+		{Name: "jobs", Kind: "lock", Match: "lock:job:*", User: `^lock:job:[a-z]+-(.+)$`, TTL: 30 * time.Second, MaxHold: 10 * time.Minute},
+		{Name: "mail", Kind: "list", Match: "queue:mail:*", Extra: []string{"max_wait: 5m"}},
+		{Name: "events", Kind: "stream", Match: "stream:events:*", MaxHold: 5 * time.Minute},
+	}
+}
 
 // KindKeyPatterns are the key patterns of KindFamilies' releasable kinds
 // and of the queue, the keys a release user of the tests may touch.
@@ -75,8 +53,8 @@ type ReleaseServer struct {
 	Admin *redis.Client
 	// Dir is the test's scratch directory; it holds the password file.
 	Dir string
-	// YAML is the config: the redis block, the release block and
-	// KindFamilies.
+	// YAML is the config: the redis block, KindFamilies and the release
+	// block.
 	YAML string
 }
 
@@ -97,7 +75,8 @@ func StartReleaseServer(t testing.TB, aclRule string) *ReleaseServer {
 	if err := admin.Do(context.Background(), args...).Err(); err != nil {
 		t.Fatalf("ACL SETUSER: %v", err)
 	}
-	yaml := fmt.Sprintf("redis: {addr: %q}\nrelease: {username: %s, password_file: %q}\n%s", srv.Addr, ReleaseUser, pw, KindFamilies)
+	yaml := redisproc.Config{Addr: srv.Addr, Families: KindFamilies()}.YAML() +
+		fmt.Sprintf("release:\n  username: %s\n  password_file: %q\n", ReleaseUser, pw)
 	return &ReleaseServer{Server: srv, Admin: admin, Dir: dir, YAML: yaml}
 }
 
