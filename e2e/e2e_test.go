@@ -23,6 +23,7 @@ import (
 
 	"github.com/slotexporter/slot_exporter/alerts/rulescale"
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/simulator"
@@ -269,13 +270,6 @@ func checkFloorThreshold(t *testing.T, f *scaledRules) string {
 	return ""
 }
 
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func hostPort(t *testing.T) string {
 	return "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
 }
@@ -310,7 +304,7 @@ func TestAlertsEndToEnd(t *testing.T) {
 	}
 	floorSeverity := checkFloorThreshold(t, &parsedRules)
 	rulesFile := filepath.Join(promDir, "slot_exporter.rules.yml")
-	writeFile(t, rulesFile, string(rules))
+	exportertest.WriteFile(t, rulesFile, string(rules))
 
 	rdb := redistest.Start(t)
 	hook := &webhook{}
@@ -335,16 +329,16 @@ func TestAlertsEndToEnd(t *testing.T) {
 	})
 
 	expConfig := filepath.Join(expDir, "slot_exporter.yml")
-	writeFile(t, expConfig, exporterConfig(rdb.Addr, floorWindow))
+	exportertest.WriteFile(t, expConfig, exporterConfig(rdb.Addr, floorWindow))
 	e.start("slot_exporter", exporterBin, "--config.file="+expConfig, "--web.listen-address="+expAddr)
 
 	amConfig := filepath.Join(amDir, "alertmanager.yml")
-	writeFile(t, amConfig, alertmanagerConfig(hookSrv.URL+"/alerts"))
+	exportertest.WriteFile(t, amConfig, alertmanagerConfig(hookSrv.URL+"/alerts"))
 	e.start("alertmanager", amBin, "--config.file="+amConfig, "--storage.path="+filepath.Join(amDir, "data"),
 		"--web.listen-address="+amAddr, "--cluster.listen-address=")
 
 	promConfig := filepath.Join(promDir, "prometheus.yml")
-	writeFile(t, promConfig, prometheusConfig(rulesFile, expAddr, amAddr))
+	exportertest.WriteFile(t, promConfig, prometheusConfig(rulesFile, expAddr, amAddr))
 	e.start("prometheus", promBin, "--config.file="+promConfig, "--storage.tsdb.path="+filepath.Join(promDir, "data"),
 		"--web.listen-address="+promAddr)
 
