@@ -231,11 +231,9 @@ func readSlotSet(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyH
 	if err != nil {
 		return false, err
 	}
-	d, err := pt.Result()
-	if err != nil {
+	if err := k.setPTTL(pt); err != nil {
 		return false, err
 	}
-	k.PTTL = redisread.PTTLMillis(d)
 	if k.PTTL == -2 && len(zs) == 0 {
 		return false, nil
 	}
@@ -280,11 +278,9 @@ func readLock(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyHold
 	if err != nil {
 		return false, err
 	}
-	d, err := pt.Result()
-	if err != nil {
+	if err := k.setPTTL(pt); err != nil {
 		return false, err
 	}
-	k.PTTL = redisread.PTTLMillis(d)
 	k.Value = v
 	rules := kind.Rules(f)
 	expiry, b := kind.LockBounds(&rules, now, k.PTTL)
@@ -315,13 +311,21 @@ func readValue(ctx context.Context, c redis.Cmdable, k *KeyHolding, withTTL bool
 	k.IsInt = err == nil
 	k.PTTL = -1
 	if pt != nil {
-		d, err := pt.Result()
-		if err != nil {
+		if err := k.setPTTL(pt); err != nil {
 			return false, err
 		}
-		k.PTTL = redisread.PTTLMillis(d)
 	}
 	return true, nil
+}
+
+// setPTTL takes the key's PTTL from the pipeline that read it.
+func (k *KeyHolding) setPTTL(pt *redis.DurationCmd) error {
+	d, err := pt.Result()
+	if err != nil {
+		return err
+	}
+	k.PTTL = redisread.PTTLMillis(d)
+	return nil
 }
 
 func readList(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyHolding) (bool, error) {
