@@ -18,6 +18,7 @@ import (
 
 	"github.com/slotexporter/slot_exporter/alerts/lint"
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
@@ -147,7 +148,7 @@ func TestCatalog(t *testing.T) {
 	srv := redistest.Start(t)
 	catalogSeed(t, srv.Client())
 	cfg := filepath.Join(t.TempDir(), "slot_exporter.yml")
-	writeFile(t, cfg, redisproc.Config{
+	exportertest.WriteFile(t, cfg, redisproc.Config{
 		Addr: srv.Addr, Sampling: []string{"interval: 200ms", "window: 1s"}, Families: fams,
 	}.YAML())
 	p := startExporter(t, "--config.file="+cfg)

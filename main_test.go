@@ -113,16 +113,9 @@ func testConfig(addr, family string) string {
 	}.YAML()
 }
 
-func writeFile(t *testing.T, path, body string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func writeConfig(t *testing.T, path, addr, family string) {
 	t.Helper()
-	writeFile(t, path, testConfig(addr, family))
+	exportertest.WriteFile(t, path, testConfig(addr, family))
 }
 
 // seed writes five live slot sets, one with a future-dated score (µs
@@ -218,7 +211,7 @@ func TestReloadRefusesBadConfigs(t *testing.T) {
 		"empty":            "",
 	}
 	for name, body := range bad {
-		writeFile(t, cfg, body)
+		exportertest.WriteFile(t, cfg, body)
 		code, msg := p.post(t, "/-/reload")
 		if code != http.StatusBadRequest || !strings.Contains(msg, "refused") {
 			t.Errorf("%s: reload answered %d %q, want 400 refused", name, code, msg)
@@ -263,7 +256,7 @@ func TestConfigCheck(t *testing.T) {
 		t.Fatalf("good config: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 	bad := filepath.Join(dir, "bad.yml")
-	writeFile(t, bad, strings.Replace(testConfig("x:1", "streams"), "heartbeat_interval: 20s", "heartbeat_interval: 200s", 1))
+	exportertest.WriteFile(t, bad, strings.Replace(testConfig("x:1", "streams"), "heartbeat_interval: 20s", "heartbeat_interval: 200s", 1))
 	out.Reset()
 	errb.Reset()
 	code := run(context.Background(), []string{"--config.file=" + bad, "--config.check"}, &out, &errb)

@@ -37,7 +37,7 @@ func secConfig(t *testing.T, dir, redisBlock string) string {
 		redis = append(redis, strings.TrimPrefix(l, "  "))
 	}
 	path := filepath.Join(dir, "slot_exporter.yml")
-	writeFile(t, path, redisproc.Config{Redis: redis, Sampling: secSampling}.YAML())
+	exportertest.WriteFile(t, path, redisproc.Config{Redis: redis, Sampling: secSampling}.YAML())
 	return path
 }
 
@@ -204,7 +204,7 @@ func TestPasswordNeverLeaks(t *testing.T) {
 
 	dir := t.TempDir()
 	pf := filepath.Join(dir, "redis-password")
-	writeFile(t, pf, pw+"\n")
+	exportertest.WriteFile(t, pf, pw+"\n")
 	// Relative: resolved against the config file's directory.
 	good := fmt.Sprintf("  addr: %q\n  password_file: redis-password\n", srv.Addr)
 	cfg := secConfig(t, dir, good)
@@ -227,7 +227,7 @@ func TestPasswordNeverLeaks(t *testing.T) {
 
 	// A wrong password: sweeps fail with WRONGPASS, and say so without
 	// the password.
-	writeFile(t, pf, wrong+"\n")
+	exportertest.WriteFile(t, pf, wrong+"\n")
 	before := secCount(t, p, `slot_exporter_sweep_errors_total{family="streams"}`)
 	// Established connections stay logged in; drop them.
 	_ = admin.ClientKillByFilter(context.Background(), "TYPE", "normal").Err()
@@ -238,7 +238,7 @@ func TestPasswordNeverLeaks(t *testing.T) {
 	pages()
 
 	// Rotated back: picked up by the next connection, no reload.
-	writeFile(t, pf, pw+"\n")
+	exportertest.WriteFile(t, pf, pw+"\n")
 	secWaitUp(t, p)
 
 	reloads := map[string]string{
@@ -342,7 +342,7 @@ func TestACLMinimalCommandSet(t *testing.T) {
 	// INFO sub-test.
 	aclFile := filepath.Join(dir, "users.acl")
 	writeACL := func(withInfo bool) {
-		writeFile(t, aclFile, "user default on nopass ~* &* +@all\n"+aclUser(pw, withInfo)+"\n")
+		exportertest.WriteFile(t, aclFile, "user default on nopass ~* &* +@all\n"+aclUser(pw, withInfo)+"\n")
 	}
 	writeACL(true)
 	srv := redistest.Start(t, "--aclfile", aclFile)
@@ -350,7 +350,7 @@ func TestACLMinimalCommandSet(t *testing.T) {
 	ctx := context.Background()
 	secSeed(t, admin)
 	pf := filepath.Join(dir, "pw")
-	writeFile(t, pf, pw)
+	exportertest.WriteFile(t, pf, pw)
 	cfg := secConfig(t, dir, fmt.Sprintf("  addr: %q\n  username: exporter\n  password_file: %q\n", srv.Addr, pf))
 	p := startExporter(t, "--config.file="+cfg)
 	secWaitUp(t, p)
@@ -517,7 +517,7 @@ func TestWebConfigHTTPSAndBasicAuth(t *testing.T) {
 	dir := t.TempDir()
 	cfg := secConfig(t, dir, fmt.Sprintf("  addr: %q\n", srv.Addr))
 	webCfg := filepath.Join(dir, "web.yml")
-	writeFile(t, webCfg, fmt.Sprintf("tls_server_config:\n  cert_file: %q\n  key_file: %q\nbasic_auth_users:\n  %s: %q\n",
+	exportertest.WriteFile(t, webCfg, fmt.Sprintf("tls_server_config:\n  cert_file: %q\n  key_file: %q\nbasic_auth_users:\n  %s: %q\n",
 		certs.CertFile, certs.KeyFile, webUser, webHash))
 	client := &http.Client{
 		Timeout:   5 * time.Second,

@@ -31,7 +31,7 @@ func TestSentinelFailover(t *testing.T) {
 	sent.WaitReplicas(1, 10*time.Second)
 
 	cfg := filepath.Join(t.TempDir(), "slot_exporter.yml")
-	writeFile(t, cfg, sentinelConfig(sent.Addr))
+	exportertest.WriteFile(t, cfg, sentinelConfig(sent.Addr))
 	p := startExporter(t, "--config.file="+cfg)
 	want := map[string]string{
 		`slot_exporter_up`:                                            "1",
