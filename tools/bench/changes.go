@@ -44,7 +44,7 @@ type changeScenario struct {
 	CPUWith  float64 `json:"cpu_with"`  // the same with the exporter
 	Writes   int     `json:"writes"`    // application writes per phase
 	KeysRead float64 `json:"keys_read"` // keys the exporter read in its phase
-	P99Alone float64 `json:"p99_alone_ms"`
+	P99Alone float64 `json:"p99_alone_ms"` // the application alone, same writes
 	P99With  float64 `json:"p99_with_ms"`
 	Period   float64 `json:"period_s"` // slot_exporter_sampling_period_seconds at the end
 	Sweeps   float64 `json:"sweeps"`
@@ -221,11 +221,11 @@ func workerChanges(o *workerOpts) error {
 		sc := &scen[i]
 		actx, cancel := context.WithTimeout(ctx, phase)
 		c0, t0 := procCPU(o.redisPID), time.Now()
-		sc.Writes, _ = writerFor(sc.Frac).run(actx)
+		var lat []float64
+		sc.Writes, lat = writerFor(sc.Frac).run(actx)
 		cancel()
 		sc.CPUAlone = (procCPU(o.redisPID) - c0).Seconds() / time.Since(t0).Seconds()
-		// The probe's p99 alone is measured in a quiet phase of its own
-		// below, next to the phase with the exporter.
+		sc.P99Alone = p99(lat)
 	}
 
 	// One exporter per mode, running as the binary runs it (Start), with
@@ -247,14 +247,23 @@ func workerChanges(o *workerOpts) error {
 			sc := &scen[i]
 			sc.FirstRead = first
 			w := writerFor(sc.Frac)
-			before := keysRead(s)
+			// Keys read are ZRANGE calls (the application only writes):
+			// counted by Redis as they happen, not when a sweep ends.
+			z0, err := zrangeCalls(ctx, c)
+			if err != nil {
+				return err
+			}
 			actx, cancel := context.WithTimeout(ctx, phase)
 			c0, ts := procCPU(o.redisPID), time.Now()
 			_, lat := w.run(actx)
 			cancel()
 			sc.CPUWith = (procCPU(o.redisPID) - c0).Seconds() / time.Since(ts).Seconds()
 			sc.P99With = p99(lat)
-			sc.KeysRead = keysRead(s) - before
+			z1, err := zrangeCalls(ctx, c)
+			if err != nil {
+				return err
+			}
+			sc.KeysRead = float64(z1 - z0)
 			sc.Phase = phase.Seconds()
 			fam := s.Snapshot().Families[0]
 			if v, ok := exportertest.Value(fam, snapshot.SamplingPeriod); ok {
@@ -296,13 +305,6 @@ func workerChanges(o *workerOpts) error {
 		}
 		return nil
 	}
-	// p99 with neither writes nor reads: the idle reference.
-	actx, cancel := context.WithTimeout(ctx, phase)
-	_, idle := writerFor(0).run(actx)
-	cancel()
-	for i := range scen {
-		scen[i].P99Alone = p99(idle)
-	}
 	var changed []int
 	for i := range scen {
 		if !scen[i].Full {
@@ -321,6 +323,10 @@ func workerChanges(o *workerOpts) error {
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
-func keysRead(s *sweep.Sweeper) float64 {
-	return float64(s.Snapshot().Families[0].KeysScanned)
+func zrangeCalls(ctx context.Context, c *redis.Client) (int64, error) {
+	st, err := commandStats(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	return st["zrange"].Calls, nil
 }

@@ -118,7 +118,7 @@ func buildPeer(ctx context.Context) (string, string, error) {
 		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return "", fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, lastLines(string(out), 5))
+			return "", fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, withoutURLs(lastLines(string(out), 5)))
 		}
 		return string(out), nil
 	}
@@ -154,3 +154,16 @@ func freePort() (int, error) {
 }
 
 func (p *peerResult) median(v []float64) float64 { return redisproc.Median(v) }
+
+// withoutURLs drops the addresses from go's messages: the report names no
+// registry host.
+func withoutURLs(s string) string {
+	var out []string
+	for _, f := range strings.Fields(s) {
+		if strings.Contains(f, "://") {
+			f = "<module proxy>"
+		}
+		out = append(out, f)
+	}
+	return strings.Join(out, " ")
+}
