@@ -26,10 +26,11 @@ import (
 // new one. Hold durations run from the first sweep that saw a token to the
 // last.
 //
-// It reads the token (the first redisread.MaxTokenBytes bytes) and PTTL,
-// with Redis TIME in the same pipeline (put there by the reader): each
-// lease's expiry is then exact to the pipeline, not late by however long
-// the sweep took to reach the key. A value of another type is skipped as wrong_type.
+// It reads the token (the first redisread.MaxTokenBytes bytes) and PTTL;
+// the reader counts PTTL from the sweep's Redis TIME plus the exporter's
+// own clock since (redisread.Plan.Now): each lease's expiry is then exact
+// to the batch's round trip, not late by however long the sweep took to
+// reach the key. A value of another type is skipped as wrong_type.
 //
 // States in slot_members{state}:
 //   - future: PTTL > ttl + clock_skew_tolerance, a lease no holder asked
@@ -207,10 +208,9 @@ func (t *lock) Publish(f *snapshot.Family) {
 func (t *lock) UserExtra(string) []snapshot.Value { return nil }
 
 // lockReads reads a lock's token and PTTL as redisread.TokenReads does.
-// The reader puts Redis TIME at the head of the same pipeline and turns
-// PTTL into the lease's remaining time at the sweep's Redis time
-// (redisread.Plan.Now): a key read seconds into a long sweep has the PTTL
-// it had when the sweep started, and its expiry (now + PTTL) is exact.
+// The reader turns PTTL into the lease's remaining time at the sweep's
+// Redis time (redisread.Plan.Now): a key read seconds into a long sweep
+// has the PTTL it had when the sweep started.
 type lockReads struct{}
 
 func (l *lockReads) Read(ctx context.Context, c redis.Cmdable, keys []string, reads []redisread.KeyRead) error {

@@ -25,9 +25,9 @@ import (
 //   - or the key vanished (it is then at 0 for the sweep, as any kind).
 //
 // The previous expiry is the sweep's start plus PTTL, with PTTL counted
-// from the sweep's Redis time (the reader reads TIME in the key's own
-// pipeline), so it is the key's expiry to the millisecond however long a
-// paced sweep takes to reach the key.
+// from the sweep's Redis time (redisread.Plan.Now), so it is the key's
+// expiry to within the batch's round trip however long a paced sweep takes
+// to reach the key.
 //
 // What sampling cannot tell: with a window shorter than sampling.interval
 // no sweep sees the same window twice, so a writer that PEXPIREs on every

@@ -46,7 +46,7 @@ func BenchmarkParseReplies(b *testing.B) {
 		c.nc = &replayConn{r: bytes.NewReader(raw)}
 		c.rd.Reset(c.nc)
 		clear(reads)
-		if _, _, err := c.recvSlotReads(ctx, names, 1000, reads, false); err != nil {
+		if _, err := c.recvSlotReads(ctx, names, 1000, reads); err != nil {
 			b.Fatal(err)
 		}
 	}

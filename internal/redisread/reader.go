@@ -37,12 +37,13 @@ type Plan struct {
 	// Shard keeps the keys of one exporter's share (sampling.shard); the
 	// others are dropped before they are read.
 	Shard Shard
-	// Now is the sweep's Redis time (ms). When set, each key's PTTL is
-	// turned into its remaining time at Now, from a Redis TIME read in
-	// the same pipeline as the key: a key read seconds into a long,
+	// Now is the sweep's Redis time (ms), and Start the exporter's clock
+	// when Redis read it. When set, each key's PTTL is turned into its
+	// remaining time at Now (see at): a key read seconds into a long,
 	// paced sweep gets the expiry it really has, and a key that is not
-	// read again can be advanced from it exactly (KeyRead.At).
-	Now int64
+	// read again can be advanced from it (KeyRead.At).
+	Now   int64
+	Start time.Time
 }
 
 // readDepth is how many batches of reads are in flight on a raw
@@ -182,29 +183,36 @@ func (rd *Reader) ReadBatch(ctx context.Context, c redis.Cmdable, p *Plan, keys 
 	return p.read(ctx, c, keys)
 }
 
-// read reads one batch through go-redis, with Redis TIME at the head of
-// the batch's first pipeline when the plan has a Now.
+// read reads one batch through go-redis.
 func (p *Plan) read(ctx context.Context, c redis.Cmdable, keys []string) ([]KeyRead, error) {
 	reads := make([]KeyRead, len(keys))
-	if p.Now == 0 {
-		return reads, p.Reads.Read(ctx, c, keys, reads)
-	}
-	sc := &stampedCmdable{Cmdable: c}
-	if err := p.Reads.Read(ctx, sc, keys, reads); err != nil {
+	at := p.at()
+	if err := p.Reads.Read(ctx, c, keys, reads); err != nil {
 		return nil, err
 	}
-	if sc.time != nil {
-		if t, err := sc.time.Result(); err == nil {
-			p.stamp(reads, t.UnixMilli())
-		}
-	}
+	p.stamp(reads, at)
 	return reads, nil
+}
+
+// at is the Redis time (ms) at which a batch sent now reaches Redis, at
+// the earliest: the sweep's TIME plus what the exporter's own monotonic
+// clock says has passed since. A PTTL counted from it gives an expiry
+// early by the batch's wait in Redis's queue (a millisecond or so), never
+// late; no command is added to read it.
+func (p *Plan) at() int64 {
+	if p.Now == 0 {
+		return 0
+	}
+	return p.Now + time.Since(p.Start).Milliseconds()
 }
 
 // stamp records that reads were read at Redis time at (ms), and turns
 // their PTTLs into remaining times at p.Now. A key that was read at all
 // still had its expiry ahead: never below 0.
 func (p *Plan) stamp(reads []KeyRead, at int64) {
+	if at == 0 {
+		return
+	}
 	for i := range reads {
 		r := &reads[i]
 		r.At = p.Now
@@ -214,21 +222,6 @@ func (p *Plan) stamp(reads []KeyRead, at int64) {
 	}
 }
 
-// stampedCmdable puts a TIME at the head of the first pipeline a Reads
-// opens, so that the batch's PTTLs can be read against it.
-type stampedCmdable struct {
-	redis.Cmdable
-	time *redis.TimeCmd
-}
-
-func (s *stampedCmdable) Pipeline() redis.Pipeliner {
-	p := s.Cmdable.Pipeline()
-	if s.time == nil {
-		s.time = p.Time(context.Background())
-	}
-	return p
-}
-
 // readPagesRaw reads slot sets over a raw connection with readDepth
 // batches in flight.
 func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cmdable, p *Plan, z *ZSetReads, pages <-chan []string, out chan<- []KeyRead) error {
@@ -236,7 +229,11 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 	if err != nil {
 		return fmt.Errorf("sweep connection: %w", err)
 	}
-	var inflight [][]string
+	type batch struct {
+		keys []string
+		at   int64
+	}
+	var inflight []batch
 	defer func() {
 		if len(inflight) > 0 {
 			conn.broken = true // replies left unread
@@ -244,15 +241,13 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 		rd.pool.put(cl, conn)
 	}()
 	recv := func() error {
-		keys := inflight[0]
+		keys := inflight[0].keys
 		reads := make([]KeyRead, len(keys))
-		at, big, err := conn.recvSlotReads(ctx, keys, z.MaxMembers, reads, p.Now != 0)
+		big, err := conn.recvSlotReads(ctx, keys, z.MaxMembers, reads)
 		if err != nil {
 			return err
 		}
-		if at != 0 {
-			p.stamp(reads, at)
-		}
+		p.stamp(reads, inflight[0].at)
 		if len(big) > 0 {
 			if err := z.countOversized(ctx, c, reads, big); err != nil {
 				return err
@@ -273,10 +268,11 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 			if err := p.wait(ctx, len(keys)); err != nil {
 				return err
 			}
-			if err := conn.sendSlotReads(ctx, keys, z.MaxMembers, p.Now != 0); err != nil {
+			at := p.at()
+			if err := conn.sendSlotReads(ctx, keys, z.MaxMembers); err != nil {
 				return err
 			}
-			inflight = append(inflight, keys)
+			inflight = append(inflight, batch{keys, at})
 			if len(inflight) >= readDepth {
 				if err := recv(); err != nil {
 					return err

@@ -12,11 +12,8 @@ import (
 // key, written into one buffer and parsed in place.
 
 // sendSlotReads queues ZRANGE key 0 max WITHSCORES and PTTL key for every
-// key, after a TIME when stamped, and writes them.
-func (c *respConn) sendSlotReads(ctx context.Context, keys []string, maxMembers int64, stamped bool) error {
-	if stamped {
-		c.wbuf = append(c.wbuf, "*1\r\n$4\r\nTIME\r\n"...)
-	}
+// key and writes them.
+func (c *respConn) sendSlotReads(ctx context.Context, keys []string, maxMembers int64) error {
 	c.num = strconv.AppendInt(c.num[:0], maxMembers, 10)
 	for _, k := range keys {
 		c.wbuf = append(c.wbuf, "*5\r\n$6\r\nZRANGE\r\n"...)
@@ -33,22 +30,15 @@ func (c *respConn) sendSlotReads(ctx context.Context, keys []string, maxMembers 
 	return err
 }
 
-// recvSlotReads parses the replies to sendSlotReads for keys, and returns
-// the Redis time (ms) of a stamped batch (0 if TIME was refused). Errors
-// local to a key are classified on the key's read; any other failure
-// leaves the connection broken.
-func (c *respConn) recvSlotReads(ctx context.Context, keys []string, maxMembers int64, reads []KeyRead, stamped bool) (int64, []int, error) {
+// recvSlotReads parses the replies to sendSlotReads for keys. Errors local
+// to a key are classified on the key's read; any other failure leaves the
+// connection broken.
+func (c *respConn) recvSlotReads(ctx context.Context, keys []string, maxMembers int64, reads []KeyRead) ([]int, error) {
 	stop, err := c.deadline(ctx)
 	defer stop()
 	if err != nil {
 		c.broken = true
-		return 0, nil, err
-	}
-	var at int64
-	if stamped {
-		if at, err = c.readTime(); err != nil {
-			return 0, nil, c.ioErr(ctx, err)
-		}
+		return nil, err
 	}
 	slab := make([]Member, 0, len(keys)*2)
 	var big []int
@@ -62,11 +52,11 @@ func (c *respConn) recvSlotReads(ctx context.Context, keys []string, maxMembers 
 		start := len(slab)
 		n, zerr, err := c.readZRange(d, &slab)
 		if err != nil {
-			return 0, nil, c.ioErr(ctx, err)
+			return nil, c.ioErr(ctx, err)
 		}
 		pttl, perr, err := c.readInt()
 		if err != nil {
-			return 0, nil, c.ioErr(ctx, err)
+			return nil, c.ioErr(ctx, err)
 		}
 		for _, e := range [][]byte{zerr, perr} {
 			if e == nil {
@@ -74,7 +64,7 @@ func (c *respConn) recvSlotReads(ctx context.Context, keys []string, maxMembers 
 			}
 			if err := judgeError(r, string(e)); err != nil {
 				c.broken = true // the rest of the replies are unread
-				return 0, nil, err
+				return nil, err
 			}
 			break
 		}
@@ -95,35 +85,7 @@ func (c *respConn) recvSlotReads(ctx context.Context, keys []string, maxMembers 
 			r.Members = slab[start:len(slab):len(slab)]
 		}
 	}
-	return at, big, nil
-}
-
-// readTime reads a TIME reply as ms; an error reply (an ACL without TIME)
-// is 0.
-func (c *respConn) readTime() (int64, error) {
-	line, err := c.line()
-	if err != nil {
-		return 0, err
-	}
-	switch {
-	case line[0] == '-':
-		return 0, nil
-	case string(line) != "*2":
-		return 0, fmt.Errorf("%w to TIME: %q", errProtocol, line)
-	}
-	var v [2]int64
-	for i := range v {
-		b, err := c.bulkReply()
-		if err != nil {
-			return 0, err
-		}
-		n, ok := parseInt(b)
-		if !ok {
-			return 0, fmt.Errorf("%w to TIME: %q", errProtocol, b)
-		}
-		v[i] = n
-	}
-	return v[0]*1000 + v[1]/1000, nil
+	return big, nil
 }
 
 // readZRange reads a ZRANGE WITHSCORES reply, appending its members to

@@ -112,28 +112,40 @@ func TestChangesSameAsFullRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Every edge is far from every checkpoint: both exporters sweep
+	// within milliseconds of each other, and a state that changes between
+	// the two would differ for that reason alone. With ttl 6s and
+	// stale_after 2s, a member scored n+s is live until n+s-4s, stale
+	// until n+s, expired after.
+	var n int64
 	populate := func() {
-		n := now()
+		n = now()
 		for i := range 40 {
 			u := fmt.Sprintf("{u%02d}", i)
-			// Live now, stale in about 2.5 s, expired in about 4.5 s.
-			must(rc.ZAdd(ctx, "s:"+u, redis.Z{Score: float64(n + 4500 + int64(i%3)*100), Member: "h1"},
-				redis.Z{Score: float64(n + 5900), Member: "h2"}).Err())
+			must(rc.ZAdd(ctx, "s:"+u, redis.Z{Score: float64(n + 5000), Member: "h1"},
+				redis.Z{Score: float64(n + 9000 + int64(i%3)*100), Member: "h2"}).Err())
 			must(rc.PExpire(ctx, "s:"+u, 20*time.Second).Err())
 			must(rc.Set(ctx, "c:"+u, i%5-1, 0).Err())
 			must(rc.Set(ctx, "r:"+u, i%7, 1800*time.Millisecond).Err())
-			must(rc.Set(ctx, "l:"+u, "token-"+u, time.Duration(3000+100*i)*time.Millisecond).Err())
+			// Leases gone by the 3s checkpoint, by the 7s one, or never.
+			lease := []time.Duration{2 * time.Second, 5 * time.Second, 12 * time.Second, 0}[i%4]
+			must(rc.Set(ctx, "l:"+u, "token-"+u, lease).Err())
 			must(rc.RPush(ctx, "q:"+u, "job-a"+u, "job-b"+u).Err())
 			must(rc.XAdd(ctx, &redis.XAddArgs{Stream: "x:" + u, Values: []string{"k", "v"}}).Err())
-			if i == 0 {
-				must(rc.XGroupCreate(ctx, "x:"+u, "g", "0").Err())
-			} else {
-				must(rc.XGroupCreateMkStream(ctx, "x:"+u, "g", "0").Err())
-			}
+			must(rc.XGroupCreate(ctx, "x:"+u, "g", "0").Err())
 		}
-		// A set of another type under a family's pattern: skipped,
+		// A key of another type under a family's pattern: skipped,
 		// counted each sweep in both modes.
 		must(rc.Set(ctx, "s:{bad}", "x", 0).Err())
+	}
+	// at waits until Redis time n + ms.
+	at := func(ms int64) {
+		t.Helper()
+		if d := n + ms - now(); d > 0 {
+			time.Sleep(time.Duration(d) * time.Millisecond)
+		} else if d < -500 {
+			t.Fatalf("checkpoint n+%dms is %dms late: the machine is too slow for this test's timings", ms, -d)
+		}
 	}
 	populate()
 	check := func(when string) {
@@ -153,25 +165,24 @@ func TestChangesSameAsFullRead(t *testing.T) {
 	}
 
 	// Writes between sweeps, of every kind.
-	n := now()
-	must(rc.ZAdd(ctx, "s:{u01}", redis.Z{Score: float64(n + 5900), Member: "h3"}).Err())
+	must(rc.ZAdd(ctx, "s:{u01}", redis.Z{Score: float64(n + 9500), Member: "h3"}).Err())
 	must(rc.ZRem(ctx, "s:{u02}", "h1").Err())
 	must(rc.Del(ctx, "s:{u03}").Err())
 	must(rc.Incr(ctx, "c:{u04}").Err())
 	must(rc.Incr(ctx, "r:{u05}").Err())
 	must(rc.Del(ctx, "l:{u06}").Err())
-	must(rc.Set(ctx, "l:{u07}", "another", 5*time.Second).Err())
+	must(rc.Set(ctx, "l:{u07}", "another", 20*time.Second).Err())
 	must(rc.RPop(ctx, "q:{u08}").Err())
 	must(rc.LPush(ctx, "q:{u09}", "new").Err())
 	must(rc.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "w", Streams: []string{"x:{u10}", ">"}, Count: 1}).Err())
 	check("after writes")
 
 	// Time alone: members go stale, rate windows and leases run out and
-	// their keys expire without a write; queue heads wait.
-	time.Sleep(2800 * time.Millisecond)
-	check("members stale, rate windows gone")
-	time.Sleep(1900 * time.Millisecond)
-	check("members expired, leases gone")
+	// their keys expire without a write; queue heads wait past max_wait.
+	at(3000)
+	check("h1 stale, rate windows and short leases gone, queues stalled")
+	at(7000)
+	check("h1 expired, h2 stale, 5s leases gone")
 
 	// A flush: one invalidation with no key.
 	must(rc.FlushAll(ctx).Err())
@@ -182,8 +193,7 @@ func TestChangesSameAsFullRead(t *testing.T) {
 	// The tracking connections killed: everything is read again.
 	must(rc.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
 	time.Sleep(100 * time.Millisecond)
-	n = now()
-	must(rc.ZAdd(ctx, "s:{u11}", redis.Z{Score: float64(n + 5900), Member: "after-kill"}).Err())
+	must(rc.ZAdd(ctx, "s:{u11}", redis.Z{Score: float64(n + 9500), Member: "after-kill"}).Err())
 	check("tracking connection killed")
 	must(rc.Incr(ctx, "c:{u12}").Err())
 	check("tracking reconnected")

@@ -217,13 +217,10 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 	run.reads = st.tracker.Begin(&run.Sweep)
 	run.plan = &redisread.Plan{Match: f.cfg.Match, ScanCount: int64(f.sampling.ScanCount), Budget: st.budget,
 		Reads: run.reads, Shard: f.s.shard}
-	if !topo.IsCluster() {
-		// PTTLs counted from the sweep's Redis time, which replaying a
-		// key needs. Not on a cluster, where keys are read every sweep:
-		// a TIME at the head of a replica's pipeline mid-migration
-		// changed what the reshard tests see of redirected keys.
-		run.plan.Now = run.Now
-	}
+	// PTTLs counted from the sweep's Redis time, which replaying a key
+	// needs, and which makes every kind's expiries exact however long a
+	// paced sweep takes to reach a key.
+	run.plan.Now, run.plan.Start = run.Now, mid
 	if p := f.s.pacer; p != nil {
 		p.setNodes(nodes)
 		run.plan.Pace = p.limiter
@@ -426,6 +423,12 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []redisre
 	// tracking does not reproduce.
 	if feed == nil || !ok || f.s.topo.IsCluster() {
 		return
+	}
+	if st.lost.suspect {
+		// The data may have vanished in a way tracking does not report
+		// (SWAPDB, a restart or failover seen before the feed noticed):
+		// read everything.
+		st.synced = nil
 	}
 	run.replayer = rp
 	run.Hold = true
