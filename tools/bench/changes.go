@@ -40,10 +40,10 @@ type changeScenario struct {
 	Frac     float64 `json:"frac"` // of sets written per interval
 	Full     bool    `json:"full"` // every key read every interval
 	Phase    float64 `json:"phase_s"`
-	CPUAlone float64 `json:"cpu_alone"` // redis-server CPU s/s, application alone
-	CPUWith  float64 `json:"cpu_with"`  // the same with the exporter
-	Writes   int     `json:"writes"`    // application writes per phase
-	KeysRead float64 `json:"keys_read"` // keys the exporter read in its phase
+	CPUAlone float64 `json:"cpu_alone"`    // redis-server CPU s/s, application alone
+	CPUWith  float64 `json:"cpu_with"`     // the same with the exporter
+	Writes   int     `json:"writes"`       // application writes per phase
+	KeysRead float64 `json:"keys_read"`    // keys the exporter read in its phase
 	P99Alone float64 `json:"p99_alone_ms"` // the application alone, same writes
 	P99With  float64 `json:"p99_with_ms"`
 	Period   float64 `json:"period_s"` // slot_exporter_sampling_period_seconds at the end
