@@ -133,7 +133,7 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 		f.log().Warn("sweep overran sampling.interval", "duration", dur, "interval", f.sampling.Interval,
 			"hint", "the read budget (sampling.redis_cpu_share, max_keys_per_second) is short of reading every changed key each interval; slot_exporter_sampling_period_seconds says what is achieved")
 	}
-	fs := f.emptySnapshot()
+	fs := f.emptySnapshot(st.period)
 	fs.OK, fs.LastSuccess, fs.Duration = err == nil, st.lastSuccess, dur
 	fs.SweepErrors, fs.Overruns, fs.KeysScanned = st.sweepErrors, st.overruns, st.keysScanned
 	for i, name := range redisread.SkipReasonNames() {
@@ -154,12 +154,15 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 }
 
 // emptySnapshot is the family's snapshot before any sweep: its config.
-func (f *family) emptySnapshot() *snapshot.Family {
+// period is the sampling period achieved so far (0 before the first
+// sweep); it is passed in, not read from the state, because scrapes call
+// this too while a sweep changes the state.
+func (f *family) emptySnapshot(period time.Duration) *snapshot.Family {
 	lim := f.state.tracker.Limits()
 	return &snapshot.Family{
 		Name: f.cfg.Name, Kind: string(f.cfg.Kind),
 		Limit: float64(lim.Limit), HasLimit: lim.Limit > 0, FloorWindow: f.cfg.FloorWindow,
-		StaleAfter: 2 * max(f.sampling.Interval, f.state.period), OverLimitShown: lim.OverLimitIsAnomaly,
+		StaleAfter: 2 * max(f.sampling.Interval, period), OverLimitShown: lim.OverLimitIsAnomaly,
 	}
 }
 

@@ -204,7 +204,7 @@ func (s *Sweeper) Snapshot() *snapshot.Snapshot {
 		if fs := f.snap.Load(); fs != nil {
 			snap.Families = append(snap.Families, fs)
 		} else {
-			snap.Families = append(snap.Families, f.emptySnapshot())
+			snap.Families = append(snap.Families, f.emptySnapshot(0))
 		}
 	}
 	return snap
