@@ -25,6 +25,11 @@ import (
 // slows the reads down, the safe side; a lull makes them faster for a
 // few seconds at most.
 //
+// While the exporter reads without pause (a large change backlog, a full
+// read), no second is free of its reads, and the application's load could
+// drift unseen and be taken for exporter cost. So every quietEvery the
+// pacer holds the reads for one second, to measure the baseline again.
+//
 // The share is per Redis server: in a cluster each node gets its own,
 // and the cost is measured over all nodes together.
 type cpuPacer struct {
@@ -39,9 +44,13 @@ type cpuPacer struct {
 	baseline float64 // CPU seconds per second without exporter reads
 	last     cpuSample
 	haveLast bool
-	warned   bool
-	cancel   context.CancelFunc
-	done     chan struct{}
+	// lastQuiet is when the baseline was last measured; quiet is set
+	// while the reads are held for it.
+	lastQuiet time.Time
+	quiet     bool
+	warned    bool
+	cancel    context.CancelFunc
+	done      chan struct{}
 }
 
 type cpuSample struct {
@@ -72,8 +81,21 @@ func (p *cpuPacer) setShare(share float64) {
 	p.mu.Unlock()
 }
 
+// quietEvery is how often the reads are held for a second to measure the
+// baseline while they would otherwise never stop.
+const quietEvery = 5 * time.Second
+
+// quietKeys is how many keys a second may hold and still measure the
+// baseline: their cost is lost in the noise.
+const quietKeys = 50
+
 // apply sets the limiter from the share and the cost. Called with mu.
 func (p *cpuPacer) apply() {
+	if p.quiet {
+		p.limiter.SetLimit(rate.Limit(1))
+		p.limiter.SetBurst(1)
+		return
+	}
 	r := p.share / p.cost
 	p.limiter.SetLimit(rate.Limit(r))
 	p.limiter.SetBurst(burstOf(r))
@@ -145,6 +167,14 @@ func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.observe(s)
+	switch {
+	case p.quiet:
+		p.quiet = false
+		p.apply()
+	case s.readers && s.at.Sub(p.lastQuiet) >= quietEvery:
+		p.quiet = true
+		p.apply()
+	}
 }
 
 // observe folds one sample into the baseline or the cost. Called with mu.
@@ -162,8 +192,9 @@ func (p *cpuPacer) observe(s cpuSample) {
 	}
 	const alpha = 0.3
 	switch {
-	case dkeys == 0 && !prev.readers && !s.readers:
+	case dkeys <= quietKeys && (p.quiet || !prev.readers && !s.readers):
 		p.baseline += alpha * (dcpu/dt - p.baseline)
+		p.lastQuiet = s.at
 	case dkeys >= 100:
 		c := max(dcpu-p.baseline*dt, 0) / dkeys
 		// Bounds keep one absurd second (a snapshot fork, a stalled
