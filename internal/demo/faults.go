@@ -12,7 +12,7 @@ import (
 // faults adds what no workload makes on its own: a user written past the
 // cap, a set without TTL, a set that expires before its slots, a negative
 // counter, keys of the wrong type and values that are not numbers; a
-// deploy that kills half the holders; and, 25 s in and every 3 minutes
+// deploy that kills half the holders; and, 35 s in and every 3 minutes
 // after, a restart that loses the data, then a FLUSHALL, in turn.
 func (d *Run) faults(ctx context.Context, logger *slog.Logger) {
 	bg := context.Background()
@@ -50,7 +50,7 @@ func (d *Run) faults(ctx context.Context, logger *slog.Logger) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		next := time.NewTimer(25 * time.Second)
+		next := time.NewTimer(35 * time.Second)
 		defer next.Stop()
 		kills := time.NewTicker(3 * time.Minute)
 		defer kills.Stop()

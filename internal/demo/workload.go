@@ -8,7 +8,7 @@ import (
 
 // config watches every kind with short times, so that every signal moves
 // within a minute: slot ttl 6s with heartbeats every second (stale after
-// 2s, zombies after 20s), floors beyond their window after 30s, at most 8
+// 2s, zombies after 20s), floors beyond their window after 20s, at most 8
 // per-user series per family (the rest dropped).
 const config = `
 redis:
@@ -16,8 +16,12 @@ redis:
 sampling:
   interval: 1s
   window: 10s
+  # The embedded Redis has neither client tracking nor INFO cpu: read
+  # every key every sweep, paced by nothing but the interval.
+  track_changes: false
+  redis_cpu_share: 0
 leaks:
-  floor_window: 30s
+  floor_window: 20s
   per_user_series: 8
 families:
   - name: streams
