@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,14 +31,14 @@ var secSampling = []string{"interval: 200ms", "window: 1s", "max_members_per_key
 
 // secConfig writes slot_exporter.yml into dir: the redis block
 // (indented lines), secSampling and the common families.
-func secConfig(t *testing.T, dir, redisBlock string) string {
+func secConfig(t *testing.T, dir, redisBlock string, sampling ...string) string {
 	t.Helper()
 	var redis []string
 	for _, l := range strings.Split(strings.TrimRight(redisBlock, "\n"), "\n") {
 		redis = append(redis, strings.TrimPrefix(l, "  "))
 	}
 	path := filepath.Join(dir, "slot_exporter.yml")
-	exportertest.WriteFile(t, path, redisproc.Config{Redis: redis, Sampling: secSampling}.YAML())
+	exportertest.WriteFile(t, path, redisproc.Config{Redis: redis, Sampling: append(slices.Clone(secSampling), sampling...)}.YAML())
 	return path
 }
 
@@ -319,12 +320,30 @@ var aclCommands = []struct {
 	{"zcount", []string{"streams"}}, // oversized sets only
 	{"get", []string{"legacy"}},
 	{"info", nil}, // restart detection; see the INFO sub-test
+	// Change tracking (sampling.track_changes, on by default): two
+	// connections of its own, one subscribed to the invalidation channel
+	// (which needs &__redis__:invalidate), one with CLIENT TRACKING
+	// redirected to it, kept alive with PING. Without them sweeps read
+	// every key; see the tracking sub-test.
+	{"client|id", nil},
+	{"client|tracking", nil},
+	{"subscribe", nil},
+	{"ping", nil},
 }
 
+// trackingCommands are the commands of aclCommands that only change
+// tracking needs.
+var trackingCommands = []string{"client|id", "client|tracking", "subscribe", "ping"}
+
 func aclUser(pw string, withInfo bool) string {
-	rules := "user exporter on >" + pw + " %R~joishi:* resetchannels -@all"
+	return aclUserWithout(pw, withInfo, "")
+}
+
+// aclUserWithout is the exact ACL user less one command (none for "").
+func aclUserWithout(pw string, withInfo bool, without string) string {
+	rules := "user exporter on >" + pw + " %R~joishi:* resetchannels &__redis__:invalidate -@all"
 	for _, c := range aclCommands {
-		if c.cmd != "info" || withInfo {
+		if (c.cmd != "info" || withInfo) && c.cmd != without {
 			rules += " +" + c.cmd
 		}
 	}
@@ -363,8 +382,18 @@ func TestACLMinimalCommandSet(t *testing.T) {
 		t.Fatalf("ACL LOG after good sweeps: %v, %v; want empty (a command outside the list was tried)", log, err)
 	}
 
+	if l := p.logs.String(); strings.Contains(l, "cannot track changes") || strings.Contains(l, "cannot read INFO") {
+		t.Fatalf("change tracking or INFO refused with the exact list:\n%s", l)
+	}
+	// With change tracking, a key is read again only when it is written,
+	// so a read command taken away would only show much later: each one is
+	// proven needed with tracking off, where every sweep reads every key.
+	p.stop()
+	cfg = secConfig(t, dir, fmt.Sprintf("  addr: %q\n  username: exporter\n  password_file: %q\n", srv.Addr, pf), "track_changes: false")
+	p = startExporter(t, "--config.file="+cfg)
+	secWaitUp(t, p)
 	for _, c := range aclCommands {
-		if c.cmd == "info" {
+		if c.cmd == "info" || slices.Contains(trackingCommands, c.cmd) {
 			continue
 		}
 		t.Run("without "+c.cmd, func(t *testing.T) {
@@ -688,5 +717,32 @@ func TestHTTPRobustness(t *testing.T) {
 	}
 	if strings.Contains(p.logs.String(), "panic") {
 		t.Errorf("a handler panicked:\n%s", p.logs.String())
+	}
+}
+
+// TestACLTrackingCommands: each of change tracking's commands is needed.
+// Without one, the exporter says it cannot track changes (or lost
+// tracking) and reads every key every sweep, which still succeeds.
+func TestACLTrackingCommands(t *testing.T) {
+	for _, cmd := range trackingCommands {
+		t.Run("without "+cmd, func(t *testing.T) {
+			pw := redisproc.Secret()
+			dir := t.TempDir()
+			aclFile := filepath.Join(dir, "users.acl")
+			exportertest.WriteFile(t, aclFile, "user default on nopass ~* &* +@all\n"+aclUserWithout(pw, true, cmd)+"\n")
+			srv := redistest.Start(t, "--aclfile", aclFile)
+			secSeed(t, srv.Client())
+			pf := filepath.Join(dir, "pw")
+			exportertest.WriteFile(t, pf, pw)
+			cfg := secConfig(t, dir, fmt.Sprintf("  addr: %q\n  username: exporter\n  password_file: %q\n", srv.Addr, pf))
+			p := startExporter(t, "--config.file="+cfg)
+			secWaitUp(t, p)
+			exportertest.WaitFor(t, 10*time.Second, "the exporter to say change tracking is off", func() bool {
+				l := p.logs.String()
+				return strings.Contains(l, "cannot track changes") || strings.Contains(l, "change tracking lost")
+			})
+			_, page := p.get(t, "/metrics")
+			secCheckSeeded(t, page)
+		})
 	}
 }
