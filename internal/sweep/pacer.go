@@ -48,9 +48,13 @@ type cpuPacer struct {
 	// while the reads are held for it.
 	lastQuiet time.Time
 	quiet     bool
-	warned    bool
-	cancel    context.CancelFunc
-	done      chan struct{}
+	// acc is what has accrued since the cost was last updated: an
+	// update needs enough time and keys that their cost stands out of
+	// the application's noise.
+	accCPU, accDt, accKeys float64
+	warned                 bool
+	cancel                 context.CancelFunc
+	done                   chan struct{}
 }
 
 type cpuSample struct {
@@ -191,18 +195,36 @@ func (p *cpuPacer) observe(s cpuSample) {
 		return // a restarted server
 	}
 	const alpha = 0.3
-	switch {
-	case dkeys <= quietKeys && (p.quiet || !prev.readers && !s.readers):
-		p.baseline += alpha * (dcpu/dt - p.baseline)
+	if p.quiet || dkeys == 0 && !prev.readers && !s.readers {
+		// The reads were held (or there were none): what Redis used is
+		// the application's, less the few keys that slipped through.
+		p.baseline += alpha * (max(dcpu-p.cost*dkeys, 0)/dt - p.baseline)
 		p.lastQuiet = s.at
-	case dkeys >= 100:
-		c := max(dcpu-p.baseline*dt, 0) / dkeys
-		// Bounds keep one absurd second (a snapshot fork, a stalled
-		// clock) from stopping or unleashing the reads.
-		c = min(max(c, 0.2e-6), 1e-3)
+		return
+	}
+	if dkeys == 0 {
+		return
+	}
+	p.accCPU += dcpu
+	p.accDt += dt
+	p.accKeys += dkeys
+	// Five seconds at least: an application's load that swings by a
+	// tenth of a core from one second to the next would swamp the cost
+	// of a second's keys.
+	if p.accDt < 5 {
+		return
+	}
+	if p.accKeys >= 100 {
+		c := max(p.accCPU-p.baseline*p.accDt, 0) / p.accKeys
+		// Bounds keep one absurd reading (a snapshot fork, a stalled
+		// clock, an application burst) from stopping or unleashing the
+		// reads: the cost at most doubles per update, and stays between
+		// 0.2 µs and 1 ms a key.
+		c = min(max(c, 0.2e-6), 1e-3, 2*p.cost)
 		p.cost += alpha * (c - p.cost)
 		p.apply()
 	}
+	p.accCPU, p.accDt, p.accKeys = 0, 0, 0
 }
 
 func infoFloat(info, name string) float64 {

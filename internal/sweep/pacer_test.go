@@ -1,30 +1,26 @@
 package sweep
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
 
-// TestPacerFollowsTheBaseline feeds the pacer Redis CPU readings: an
-// application whose load grows while the exporter reads without pause must
-// not be taken for exporter cost, since the pacer holds the reads now and
-// then to measure the baseline again.
-func TestPacerFollowsTheBaseline(t *testing.T) {
-	p := newCPUPacer(0.1)
-	const cost = 5e-6 // CPU seconds per key, the truth
+// drive feeds the pacer a minute or more of Redis CPU readings, one a
+// second: the application's load (base, by second) plus what the keys the
+// pacer lets through cost. It returns the lowest rate allowed after the
+// first 20 s.
+func drive(p *cpuPacer, seconds int, cost float64, base func(sec int) float64) float64 {
 	at := time.Unix(1000, 0)
 	cpu, keys := 0.0, uint64(0)
-	base := 0.05
-	for sec := 0; sec < 120; sec++ {
-		if sec == 30 {
-			base = 0.40 // the application's load grows eightfold
-		}
+	lowest := p.KeysPerSecond()
+	for sec := range seconds {
 		read := uint64(p.KeysPerSecond())
 		if p.quiet {
 			read = 1
 		}
 		keys += read
-		cpu += base + cost*float64(read)
+		cpu += base(sec) + cost*float64(read)
 		at = at.Add(time.Second)
 		p.mu.Lock()
 		p.observe(cpuSample{cpu: cpu, at: at, keys: keys, readers: true})
@@ -37,9 +33,47 @@ func TestPacerFollowsTheBaseline(t *testing.T) {
 			p.apply()
 		}
 		p.mu.Unlock()
+		if sec >= 20 && !p.quiet {
+			lowest = min(lowest, p.KeysPerSecond())
+		}
 	}
+	return lowest
+}
+
+// TestPacerFollowsTheBaseline: an application whose load grows while the
+// exporter reads without pause is not taken for exporter cost, since the
+// pacer holds the reads now and then to measure the baseline again.
+func TestPacerFollowsTheBaseline(t *testing.T) {
+	p := newCPUPacer(0.1)
+	const cost = 5e-6 // CPU seconds per key, the truth
+	drive(p, 120, cost, func(sec int) float64 {
+		if sec >= 30 {
+			return 0.40 // the application's load grows eightfold
+		}
+		return 0.05
+	})
 	want := 0.1 / cost
 	if got := p.KeysPerSecond(); got < 0.7*want || got > 1.3*want {
 		t.Errorf("after the application's load grew, the pacer allows %.0f keys/s; the share allows %.0f", got, want)
+	}
+}
+
+// TestPacerWithstandsNoise: an application whose load jumps by up to a
+// fifth of a core from one second to the next must not starve the reads:
+// the bench saw the rate collapse to 100 keys/s, where too few keys were
+// read for their cost ever to stand out of the noise again.
+func TestPacerWithstandsNoise(t *testing.T) {
+	for seed := range uint64(20) {
+		p := newCPUPacer(0.1)
+		const cost = 8e-6
+		r := rand.New(rand.NewPCG(seed, 2))
+		lowest := drive(p, 300, cost, func(int) float64 { return 0.2 + 0.2*r.Float64() })
+		want := 0.1 / cost
+		if lowest < 0.25*want {
+			t.Errorf("seed %d: the pacer fell to %.0f keys/s under a noisy load; the share allows %.0f", seed, lowest, want)
+		}
+		if got := p.KeysPerSecond(); got < 0.5*want || got > 2*want {
+			t.Errorf("seed %d: after 5 minutes of a noisy load the pacer allows %.0f keys/s; the share allows %.0f", seed, got, want)
+		}
 	}
 }
