@@ -103,6 +103,12 @@ func main() {
 			log.Fatalf("%s not found: `make deps` installs it", tool)
 		}
 	}
+	if *onlySection != "" {
+		if err := runOnly(context.Background(), o.out); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	start := time.Now()
 	rep, err := run(context.Background(), &o)
 	if err != nil {
@@ -117,6 +123,11 @@ func main() {
 		}
 		md += nr.markdown()
 	}
+	km, err := kindsSection(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	md += km
 	if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
 		log.Fatal(err)
 	}
