@@ -385,8 +385,19 @@ func (f *ChangeFeed) drop(fn *feedNode, why string) {
 	_ = fn.track.nc.Close()
 	f.mu.Lock()
 	closing := f.nodes == nil
+	refused := !closing && strings.Contains(why, "NOPERM")
+	if refused {
+		// A command tracking needs is not allowed: reconnecting every
+		// sweep would cost each sweep a connection and a wait for
+		// nothing. Try again in a minute, as after a refused connect.
+		f.refused[fn.addr] = time.Now()
+		if !f.warned[fn.addr] {
+			f.warned[fn.addr] = true
+			f.logger.Warn("cannot track changes; reading every key every sweep", "node", fn.addr, "err", why)
+		}
+	}
 	f.mu.Unlock()
-	if !closing && !strings.Contains(why, "use of closed network connection") {
+	if !closing && !refused && !strings.Contains(why, "use of closed network connection") {
 		// Info: nothing is wrong with the figures, the next sweep costs
 		// a full read.
 		f.logger.Info("change tracking lost; the next sweep reads every key", "node", fn.addr, "reason", why)
