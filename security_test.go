@@ -320,7 +320,7 @@ var aclCommands = []struct {
 	{"zcount", []string{"streams"}}, // oversized sets only
 	{"get", []string{"legacy"}},
 	{"info", nil}, // restart detection; see the INFO sub-test
-	// Change tracking (sampling.track_changes, on by default): two
+	// Change tracking (sampling.track_changes, opt-in): two
 	// connections of its own, one subscribed to the invalidation channel
 	// (which needs &__redis__:invalidate), one with CLIENT TRACKING
 	// redirected to it, kept alive with PING. Without them sweeps read
@@ -370,7 +370,7 @@ func TestACLMinimalCommandSet(t *testing.T) {
 	secSeed(t, admin)
 	pf := filepath.Join(dir, "pw")
 	exportertest.WriteFile(t, pf, pw)
-	cfg := secConfig(t, dir, fmt.Sprintf("  addr: %q\n  username: exporter\n  password_file: %q\n", srv.Addr, pf))
+	cfg := secConfig(t, dir, fmt.Sprintf("  addr: %q\n  username: exporter\n  password_file: %q\n", srv.Addr, pf), "track_changes: true")
 	p := startExporter(t, "--config.file="+cfg)
 	secWaitUp(t, p)
 	// A few more sweeps, so that any command sent only now and then would
@@ -734,7 +734,7 @@ func TestACLTrackingCommands(t *testing.T) {
 			secSeed(t, srv.Client())
 			pf := filepath.Join(dir, "pw")
 			exportertest.WriteFile(t, pf, pw)
-			cfg := secConfig(t, dir, fmt.Sprintf("  addr: %q\n  username: exporter\n  password_file: %q\n", srv.Addr, pf))
+			cfg := secConfig(t, dir, fmt.Sprintf("  addr: %q\n  username: exporter\n  password_file: %q\n", srv.Addr, pf), "track_changes: true")
 			p := startExporter(t, "--config.file="+cfg)
 			secWaitUp(t, p)
 			exportertest.WaitFor(t, 10*time.Second, "the exporter to say change tracking is off", func() bool {

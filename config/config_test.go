@@ -170,7 +170,7 @@ func TestGoodDefaults(t *testing.T) {
 			MaxMembersPerKey: 1000,
 			Discovery:        DiscoveryScan,
 			FullScanInterval: 5 * time.Minute,
-			TrackChanges:     true,
+			TrackChanges:     false,
 			RedisCPUShare:    0.1,
 			ShardCount:       1,
 		},
@@ -243,7 +243,7 @@ func TestGoodExplicit(t *testing.T) {
 		MaxMembersPerKey: 50,
 		Discovery:        DiscoveryNotify,
 		FullScanInterval: 10 * time.Minute,
-		TrackChanges:     true,
+		TrackChanges:     false,
 		RedisCPUShare:    0.1,
 		ShardCount:       1,
 	}

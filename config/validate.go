@@ -23,7 +23,7 @@ const (
 	DefaultMaxMembersPerKey   = 1000
 	DefaultDiscovery          = DiscoveryScan
 	DefaultFullScanInterval   = 5 * time.Minute
-	DefaultTrackChanges       = true
+	DefaultTrackChanges       = false
 	DefaultRedisCPUShare      = 0.1
 	DefaultFloorWindow        = 30 * time.Minute
 	DefaultPerUserSeries      = 500

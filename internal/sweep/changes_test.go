@@ -97,7 +97,7 @@ func TestChangesSameAsFullRead(t *testing.T) {
 	rc := srv.Client()
 	ctx := context.Background()
 	full := exportertest.New(t, rc, everyKind(srv.Addr, "track_changes: false"))
-	changed := exportertest.New(t, rc, everyKind(srv.Addr))
+	changed := exportertest.New(t, rc, everyKind(srv.Addr, "track_changes: true"))
 	scanned := func(h *exportertest.Harness) float64 {
 		var n float64
 		for _, v := range exportertest.Series(h.Metrics(), "slot_exporter_keys_scanned_total") {
