@@ -153,6 +153,19 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 	return err
 }
 
+// staleAfter is how long a good sweep's domain values are served: two
+// sampling periods (the interval, or the period achieved when sweeps take
+// longer), plus the second the CPU pacer may hold the reads every
+// quietEvery to measure Redis's own load, so that the series do not blink
+// out at short intervals while it does.
+func (f *family) staleAfter(period time.Duration) time.Duration {
+	d := 2 * max(f.sampling.Interval, period)
+	if f.s.pacer != nil {
+		d += time.Second
+	}
+	return d
+}
+
 // emptySnapshot is the family's snapshot before any sweep: its config.
 // period is the sampling period achieved so far (0 before the first
 // sweep); it is passed in, not read from the state, because scrapes call
@@ -162,7 +175,7 @@ func (f *family) emptySnapshot(period time.Duration) *snapshot.Family {
 	return &snapshot.Family{
 		Name: f.cfg.Name, Kind: string(f.cfg.Kind),
 		Limit: float64(lim.Limit), HasLimit: lim.Limit > 0, FloorWindow: f.cfg.FloorWindow,
-		StaleAfter: 2 * max(f.sampling.Interval, period), OverLimitShown: lim.OverLimitIsAnomaly,
+		StaleAfter: f.staleAfter(period), OverLimitShown: lim.OverLimitIsAnomaly,
 	}
 }
 

@@ -23,7 +23,8 @@ func faultConfig(addr string, interval, timeout time.Duration, scanCount int) st
 	f.Match, f.User = "f:*", `^f:\{([^}]+)\}$`
 	return redisproc.Config{
 		Addr:     addr,
-		Sampling: []string{"interval: " + interval.String(), "timeout: " + timeout.String(), fmt.Sprintf("scan_count: %d", scanCount)},
+		// No CPU pacing: these tests time faults, not the pace.
+		Sampling: []string{"interval: " + interval.String(), "timeout: " + timeout.String(), fmt.Sprintf("scan_count: %d", scanCount), "redis_cpu_share: 0"},
 		Families: []redisproc.Family{f},
 	}.YAML()
 }
