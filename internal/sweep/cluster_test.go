@@ -16,6 +16,7 @@ import (
 
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
@@ -354,30 +355,8 @@ func TestClusterReadFromReplica(t *testing.T) {
 	expectSameDomain(t, "replica vs master", fromMaster.Metrics(), mr)
 }
 
-// crcTable is CRC16-XMODEM, Redis Cluster's key hash.
-var crcTable = func() (t [256]uint16) {
-	for i := range t {
-		c := uint16(i) << 8
-		for range 8 {
-			if c&0x8000 != 0 {
-				c = c<<1 ^ 0x1021
-			} else {
-				c <<= 1
-			}
-		}
-		t[i] = c
-	}
-	return t
-}()
-
 // tagSlot is the hash slot of a key whose hash tag is tag.
-func tagSlot(tag string) int {
-	var crc uint16
-	for i := 0; i < len(tag); i++ {
-		crc = crc<<8 ^ crcTable[byte(crc>>8)^tag[i]]
-	}
-	return int(crc) % redistest.ClusterSlots
-}
+func tagSlot(tag string) int { return redisread.HashSlot("{" + tag + "}") }
 
 // usersInSlot returns n user ids whose stream keys hash to slot.
 func usersInSlot(slot, n int) []string {

@@ -22,7 +22,7 @@ func faultConfig(addr string, interval, timeout time.Duration, scanCount int) st
 	f := redisproc.Slots()
 	f.Match, f.User = "f:*", `^f:\{([^}]+)\}$`
 	return redisproc.Config{
-		Addr:     addr,
+		Addr: addr,
 		// No CPU pacing: these tests time faults, not the pace.
 		Sampling: []string{"interval: " + interval.String(), "timeout: " + timeout.String(), fmt.Sprintf("scan_count: %d", scanCount), "redis_cpu_share: 0"},
 		Families: []redisproc.Family{f},

@@ -1,0 +1,113 @@
+package sweep
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/slotexporter/slot_exporter/internal/kind"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
+)
+
+// Which keys a sweep reads when it reads only what changed.
+
+// planChanges decides whether this sweep reads every key or only what
+// changed, and which keys those are. It reads every key when change
+// tracking is off or unavailable, when the kind cannot replay (streams),
+// on a cluster, and when a node's feed epoch is not the one of the family's last
+// complete read (the first sweep, a lost connection, a flush).
+func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []redisread.Node) {
+	st := f.state
+	rp, ok := st.tracker.(kind.Replayer)
+	feed := f.s.changes
+	st.pendingSync = nil
+	// Not on a cluster yet: keys that move between nodes mid-sweep are
+	// followed by the full read's settling (settle.go), which change
+	// tracking does not reproduce.
+	if feed == nil || !ok || f.s.topo.IsCluster() {
+		return
+	}
+	if st.lost.suspect {
+		// The data may have vanished in a way tracking does not report
+		// (SWAPDB, a restart or failover seen before the feed noticed):
+		// read everything.
+		st.synced = nil
+	}
+	run.replayer = rp
+	run.Hold = true
+	epochs := make(map[string]int, len(nodes))
+	changed := make(map[string][]string, len(nodes))
+	full := len(st.synced) != len(nodes)
+	for _, n := range nodes {
+		keys, epoch, err := feed.Changes(ctx, n, f.cfg.Name)
+		if err != nil {
+			// Without tracking on a node, every key is read.
+			st.synced = nil
+			return
+		}
+		epochs[n.Addr], changed[n.Addr] = epoch, keys
+		if e, ok := st.synced[n.Addr]; !ok || e != epoch {
+			full = true
+		}
+	}
+	st.pendingSync = epochs
+	if full {
+		clear(st.volatile)
+		return
+	}
+	run.changed = changed
+	for k := range st.volatile {
+		run.volatile = append(run.volatile, k)
+	}
+	if fs := f.sampling.FullScanInterval; fs > 0 {
+		// The slow reconciliation: a share of every key per sweep, so
+		// that each is read again about every full_scan_interval.
+		// The fraction left over is kept, so that a small keyspace still
+		// gets one key now and then rather than a whole SCAN page.
+		st.reconcileCredit += float64(st.known) * f.sampling.Interval.Seconds() / fs.Seconds() / float64(len(nodes))
+		run.quota = int(math.Floor(st.reconcileCredit))
+		st.reconcileCredit -= float64(run.quota)
+	}
+}
+
+// readChanged reads one node's changed keys, and the next slice of the
+// reconciliation's SCAN, which goes on from where the last sweep left it.
+func (f *family) readChanged(ctx context.Context, run *sweepRun, n redisread.Node, out chan<- []redisread.KeyRead) error {
+	st := f.state
+	keys := run.changed[n.Addr]
+	if run.quota > 0 {
+		seen := make(map[string]struct{}, len(keys))
+		for _, k := range keys {
+			seen[k] = struct{}{}
+		}
+		run.cursorMu.Lock()
+		cursor := st.cursor[n.Addr]
+		run.cursorMu.Unlock()
+		got := 0
+		for got < run.quota {
+			count := int64(min(f.sampling.ScanCount, max(run.quota-got, 10)))
+			page, next, err := n.C.Scan(ctx, cursor, f.cfg.Match, count).Result()
+			if err != nil {
+				return fmt.Errorf("SCAN: %w", err)
+			}
+			for _, k := range page {
+				if _, dup := seen[k]; !dup {
+					seen[k] = struct{}{}
+					keys = append(keys, k)
+				}
+			}
+			got += len(page)
+			cursor = next
+			if next == 0 {
+				break
+			}
+		}
+		run.cursorMu.Lock()
+		st.cursor[n.Addr] = cursor
+		run.cursorMu.Unlock()
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return f.s.reader.ReadKeys(ctx, n.C, run.plan, keys, out)
+}

@@ -1,0 +1,264 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/slotexporter/slot_exporter/internal/kind"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/snapshot"
+	"github.com/slotexporter/slot_exporter/internal/track"
+)
+
+// One sweep of a family: the nodes, Redis TIME, the reads, and what every
+// kind shares in folding a key (duplicates, counts, skips, the user).
+
+// sweepRun accumulates one sweep.
+type sweepRun struct {
+	kind.Sweep
+	reads    redisread.Reads
+	plan     *redisread.Plan
+	sets     int
+	seenKeys map[uint64]struct{} // only with several nodes
+	// moved are keys a node redirected: they changed nodes mid-sweep and
+	// are read again through the cluster (rereadMoved).
+	moved     []string
+	rereading bool
+	missed    int // moved keys that could not be read even then
+	// replayer is the kind's replay, when the kind has one and change
+	// tracking is on; changed are the keys to read per node when this
+	// sweep reads only what changed (nil: every key).
+	replayer kind.Replayer
+	changed  map[string][]string
+	volatile []string
+	quota    int
+	cursorMu sync.Mutex
+}
+
+func (f *family) sweep(ctx context.Context) (gauges, error) {
+	st := f.state
+	topo := f.s.topo
+	// Taken before the nodes are listed, so that a slot that changes
+	// hands in between is caught by settle.
+	start := f.slotView(ctx)
+	nodes, err := topo.Nodes(ctx)
+	if err != nil {
+		return gauges{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	if len(nodes) == 0 {
+		return gauges{}, errors.New("no Redis node to sweep")
+	}
+	before := time.Now()
+	t, err := nodes[0].C.Time(ctx).Result()
+	if err != nil {
+		return gauges{}, fmt.Errorf("TIME: %w", err)
+	}
+	after := time.Now()
+	// The exporter's clock at the moment Redis answered, halfway through
+	// the round trip.
+	mid := before.Add(after.Sub(before) / 2)
+	f.clock.Store(&clockReading{skew: mid.Sub(t), at: after.UnixNano()})
+	st.lost.check(ctx, nodes, f.log())
+
+	run := &sweepRun{Sweep: kind.Sweep{Now: t.UnixMilli(), Floor: st.floor, Carry: track.Carry{}}}
+	if len(nodes) > 1 || start != nil {
+		run.seenKeys = make(map[uint64]struct{})
+	}
+	run.reads = st.tracker.Begin(&run.Sweep)
+	run.plan = &redisread.Plan{Match: f.cfg.Match, ScanCount: int64(f.sampling.ScanCount), Budget: st.budget,
+		Reads: run.reads, Shard: f.s.shard}
+	// PTTLs counted from the sweep's Redis time, which replaying a key
+	// needs, and which makes every kind's expiries exact however long a
+	// paced sweep takes to reach a key.
+	run.plan.Now, run.plan.Start = run.Now, mid
+	if p := f.s.pacer; p != nil {
+		p.setNodes(nodes)
+		run.plan.Pace = p.limiter
+		run.plan.Spent = func(n int) { p.keys.Add(uint64(n)) }
+		p.active.Add(1)
+		defer p.active.Add(-1)
+	}
+	st.floor.Begin()
+	f.planChanges(ctx, run, nodes)
+	if run.changed != nil && run.seenKeys == nil {
+		// Keys named by the feed, re-read as volatile and met by the
+		// reconciliation can overlap.
+		run.seenKeys = make(map[uint64]struct{})
+	}
+
+	out := make(chan []redisread.KeyRead, 2*len(nodes))
+	errc := make(chan error, len(nodes))
+	var wg sync.WaitGroup
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			read := f.readNode
+			if run.changed != nil {
+				read = func(ctx context.Context, n redisread.Node, p *redisread.Plan, out chan<- []redisread.KeyRead) error {
+					return f.readChanged(ctx, run, n, out)
+				}
+			}
+			if err := read(sctx, n, run.plan, out); err != nil {
+				errc <- fmt.Errorf("node %s: %w", n.Addr, err)
+				cancel()
+			}
+		}()
+	}
+	if len(run.volatile) > 0 {
+		// Keys read every sweep go through the router, which finds
+		// their node now.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f.s.reader.ReadKeys(sctx, topo.Router(), run.plan, run.volatile, out); err != nil {
+				errc <- fmt.Errorf("keys read every sweep: %w", err)
+				cancel()
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(out) }()
+	for batch := range out {
+		for i := range batch {
+			f.apply(run, &batch[i])
+		}
+	}
+	close(errc)
+	var errs []error
+	for e := range errc {
+		errs = append(errs, e)
+	}
+	if err := errors.Join(errs...); err != nil {
+		if ctx.Err() != nil {
+			return gauges{}, ctx.Err()
+		}
+		return gauges{}, err
+	}
+	deferEnds := f.settle(ctx, run, start)
+	if run.changed != nil {
+		if deferEnds {
+			// Keys moved between nodes in a way this sweep could not
+			// follow: the next one reads everything.
+			st.pendingSync = nil
+		}
+		run.sets += run.replayer.Replay(&run.Sweep)
+	}
+
+	// A deferred sweep ends nothing, and a restart it noticed is for the
+	// sweep that does.
+	lost := st.lost.suspect && !deferEnds
+	if !deferEnds {
+		st.lost.suspect = false
+	}
+	ended := st.tracker.End(&run.Sweep, lost, deferEnds)
+	if lost && ended.Lost > 0 {
+		f.log().Warn("holds lost: the data vanished (restart, failover, flush, or another Redis)", "lost", ended.Lost)
+	}
+
+	g := gauges{sets: run.sets}
+	g.users = st.floor.Commit(run.Now, f.sampling.Window.Milliseconds(), f.floorWindow(), st.tracker.Limits())
+	views, dropped := st.floor.Top(f.leaks.PerUserSeries, run.Now)
+	g.userSeries = make([]snapshot.User, len(views))
+	for i, v := range views {
+		g.userSeries[i] = snapshot.User{UserView: v, Extra: st.tracker.UserExtra(v.User)}
+	}
+	g.seriesDropped = dropped
+	return g, nil
+}
+
+// floorWindow is the family's floor threshold in ms; a family with the
+// floor alert off (0) still ages its floors, never counting them nonzero.
+func (f *family) floorWindow() int64 {
+	if f.cfg.FloorWindow <= 0 {
+		return 1<<63 - 1
+	}
+	return f.cfg.FloorWindow.Milliseconds()
+}
+
+// readNode reads one node's keys: by SCAN, or from notifications.
+func (f *family) readNode(ctx context.Context, n redisread.Node, p *redisread.Plan, out chan<- []redisread.KeyRead) error {
+	if w := f.s.watcher; w != nil {
+		return w.ReadNode(ctx, f.s.reader, f.cfg.Name, n, p, f.sampling.FullScanInterval, out)
+	}
+	return f.s.reader.ScanNode(ctx, n.C, p, out)
+}
+
+// apply folds one key's read into the sweep: the parts every kind shares
+// (duplicates across nodes, counts, skips, the user), then the kind's.
+func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
+	st := f.state
+	kh := xxhash.Sum64String(kr.Key)
+	if run.replayer != nil {
+		defer f.track(run, kr)
+	}
+	if kr.Status == redisread.Missed {
+		// Not read here: it counts as scanned where it is read.
+		if !run.rereading {
+			run.moved = append(run.moved, kr.Key)
+			return
+		}
+		run.missed++
+		run.Carry[uint32(kh)] = struct{}{}
+		if user, ok := f.cfg.UserOf(kr.Key); ok {
+			st.floor.Keep(xxhash.Sum64String(user), user)
+		}
+		return
+	}
+	if run.seenKeys != nil {
+		// A key that changed nodes mid-sweep can be read on both.
+		if _, dup := run.seenKeys[kh]; dup {
+			return
+		}
+		if kr.Status != redisread.Gone {
+			run.seenKeys[kh] = struct{}{}
+		}
+	}
+	st.keysScanned++
+	switch kr.Status {
+	case redisread.Gone:
+		return
+	case redisread.Skipped:
+		st.skipped[kr.Skip]++
+		return
+	}
+	user, ok := f.cfg.UserOf(kr.Key)
+	if !ok {
+		st.skipped[redisread.SkipBadUser]++
+		return
+	}
+	if kr.Oversized {
+		st.skipped[redisread.SkipOversized]++
+	}
+	run.sets++
+	st.tracker.Apply(&run.Sweep, kind.Key{Read: kr, Hash: kh, User: user, UserHash: xxhash.Sum64String(user)})
+}
+
+// track keeps the family's books on which keys the kind can replay: a
+// key it holds is not read again until it changes; one it cannot hold
+// (an oversized set, a skipped key) is read every sweep; one gone is
+// forgotten.
+func (f *family) track(run *sweepRun, kr *redisread.KeyRead) {
+	st := f.state
+	kh := xxhash.Sum64String(kr.Key)
+	switch kr.Status {
+	case redisread.Missed:
+		return
+	case redisread.Gone:
+		run.replayer.Forget(kh)
+		delete(st.volatile, kr.Key)
+		return
+	}
+	if kr.Status == redisread.OK && run.replayer.Held(kh) {
+		delete(st.volatile, kr.Key)
+		return
+	}
+	run.replayer.Forget(kh)
+	st.volatile[kr.Key] = struct{}{}
+}
