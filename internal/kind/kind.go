@@ -20,6 +20,10 @@ import (
 type Sweep struct {
 	// Now is Redis TIME at the start of the sweep, in ms.
 	Now int64
+	// ReadBy is the Redis time (ms, Now plus the exporter's clock since)
+	// by which every key of the sweep had been read: what vanished is
+	// judged at it.
+	ReadBy int64
 	// Floor takes each user's used value (and anomaly bits).
 	Floor *track.FloorTracker
 	// Carry holds the keys that could not be read in this sweep: what

@@ -186,7 +186,7 @@ func (t *lock) End(sw *Sweep, lost, deferEnds bool) Ended {
 	if deferEnds {
 		return Ended{}
 	}
-	e := t.members.Sweep(sw.Now, sw.Carry, lost, &t.rules)
+	e := t.members.SweepJudgedAt(sw.Now, sw.ReadBy, sw.Carry, lost, &t.rules)
 	t.holds.end(e)
 	for h, l := range t.leases {
 		if l.gen == t.gen {

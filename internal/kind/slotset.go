@@ -228,7 +228,7 @@ func (t *slotSet) End(sw *Sweep, lost, deferEnds bool) Ended {
 		t.last = t.cur
 		return Ended{}
 	}
-	e := t.members.Sweep(sw.Now, sw.Carry, lost, &t.rules)
+	e := t.members.SweepJudgedAt(sw.Now, sw.ReadBy, sw.Carry, lost, &t.rules)
 	t.holds.end(e)
 	t.last = t.cur
 	for h, e := range t.held {

@@ -157,6 +157,7 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 	if !deferEnds {
 		st.lost.suspect = false
 	}
+	run.ReadBy = run.Now + time.Since(after).Milliseconds()
 	ended := st.tracker.End(&run.Sweep, lost, deferEnds)
 	if lost && ended.Lost > 0 {
 		f.log().Warn("holds lost: the data vanished (restart, failover, flush, or another Redis)", "lost", ended.Lost)

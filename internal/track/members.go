@@ -206,6 +206,15 @@ type Carry map[uint32]struct{}
 // (Redis restarted empty, a flush, a failover to an empty replica): every
 // gone member is lost.
 func (t *MemberTracker) Sweep(now int64, carry Carry, lost bool, rules *Rules) Ended {
+	return t.SweepJudgedAt(now, now, carry, lost, rules)
+}
+
+// SweepJudgedAt is Sweep with the vanished members judged at judgeAt (ms)
+// instead of now: the Redis time by which the sweep had read every key. A
+// key read some milliseconds after the sweep's TIME may have expired in
+// between; judged at now, its member would look released while its
+// expiry had in fact passed when the read found it gone.
+func (t *MemberTracker) SweepJudgedAt(now, judgeAt int64, carry Carry, lost bool, rules *Rules) Ended {
 	var e Ended
 	seen := uint32(0) // generations start at 1
 	if now == t.genNow && !t.newGen {
@@ -254,7 +263,7 @@ func (t *MemberTracker) Sweep(now int64, carry Carry, lost bool, rules *Rules) E
 			k++
 			continue
 		}
-		e.Count[EndedOutcome(rules.Expiry(s.score), now, lost)]++
+		e.Count[EndedOutcome(rules.Expiry(s.score), max(judgeAt, now), lost)]++
 		// Redis time can step back (an NTP step, a failover to another
 		// clock): a hold is never shorter than zero.
 		e.Durations = append(e.Durations, float64(max(t.genTime[g]-t.genTime[s.first], 0))/1000)
