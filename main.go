@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,11 +52,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := kingpin.New(name, "Prometheus exporter and leak detector for crash-safe limits kept in Redis.")
 	app.UsageWriter(stderr)
 	app.ErrorWriter(stderr)
-	configGiven := false
+	configGiven, shardGiven := false, false
 	var (
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		configFile  = app.Flag("config.file", "slot_exporter configuration file.").Default("slot_exporter.yml").IsSetByUser(&configGiven).String()
 		configCheck = app.Flag("config.check", "Validate the configuration file and exit.").Bool()
+		shard       = app.Flag("sampling.shard", "Overrides sampling.shard of the config file, at start and at every reload, so that n replicas can share one file; each reads only the keys whose cluster hash slot s has s % n == i.").PlaceHolder("i/n").IsSetByUser(&shardGiven).String()
 		logLevel    = app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").Enum("debug", "info", "warn", "error")
 		logFormat   = app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").Enum("logfmt", "json")
 		demoMode    = app.Flag("demo", "Run against an embedded Redis with simulated traffic (healthy streams, crashes, zombies, leaks). Ignores --config.file unless it is given explicitly.").Bool()
@@ -87,6 +89,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
+	shardOverride := ""
+	if shardGiven {
+		if err := config.CheckShardFlag(*shard); err != nil {
+			fmt.Fprintf(stderr, "%s: %v%s\n", name, err, shardHint(*shard))
+			return 2
+		}
+		shardOverride = *shard
+	}
 
 	logger := newLogger(stderr, *logLevel, *logFormat)
 	// go-redis logs dial failures on its own; the sweeper already reports
@@ -102,6 +112,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	if *configCheck {
 		cfg, err := config.Load(*configFile)
+		if err == nil && shardOverride != "" {
+			err = cfg.OverrideShard(shardOverride)
+		}
 		if err == nil {
 			// The files the connection layer reads, with its errors.
 			err = redisconn.Check(&cfg.Redis)
@@ -114,7 +127,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
-	e := &exporter{logger: logger, configFile: *configFile}
+	e := &exporter{logger: logger, configFile: *configFile, shard: shardOverride}
 	if *enableRel {
 		// Every release is made by a named operator and audited: without
 		// both there is no release button.
@@ -216,6 +229,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		_ = srv.Shutdown(sctx)
 	}
 	return 0
+}
+
+// shardHint explains the values a manifest leaves behind when the pod's
+// index did not reach it: "$(POD_INDEX)/3" when the variable is not defined,
+// "/3" when it is defined but empty (the pod-index label is set from
+// Kubernetes 1.28 on).
+func shardHint(v string) string {
+	if i, _, ok := strings.Cut(v, "/"); ok && (strings.TrimSpace(i) == "" || strings.Contains(i, "$(")) {
+		return " (the index is missing: a StatefulSet pod takes it from its apps.kubernetes.io/pod-index label, Kubernetes 1.28 or later)"
+	}
+	return ""
 }
 
 // newLogger builds the go-kit logger and bridges it to slog for

@@ -25,6 +25,10 @@ type exporter struct {
 	logger     *slog.Logger
 	configFile string
 	inline     []byte // demo config, used when configFile is ""
+	// shard is --sampling.shard, "" without it: it wins over the file's
+	// sampling.shard at every load, so a reload cannot move a replica
+	// onto another replica's keys.
+	shard string
 	// release is nil unless --web.enable-release: then a config without a
 	// release block is refused, at start and on reload.
 	release *release.Releaser
@@ -38,12 +42,18 @@ type exporter struct {
 }
 
 func (e *exporter) load() (*config.Config, error) {
+	var cfg *config.Config
+	var err error
 	if e.configFile == "" {
-		return config.Parse(e.inline)
+		cfg, err = config.Parse(e.inline)
+	} else if cfg, err = config.Load(e.configFile); err != nil {
+		err = fmt.Errorf("%s: %w", e.configFile, err)
 	}
-	cfg, err := config.Load(e.configFile)
+	if err == nil && e.shard != "" {
+		err = cfg.OverrideShard(e.shard)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", e.configFile, err)
+		return nil, err
 	}
 	return cfg, nil
 }
@@ -99,7 +109,7 @@ func (e *exporter) reload() error {
 		}
 	}
 	e.reloadOK.Store(true)
-	e.logger.Info("config loaded", "file", e.configFile, "families", len(cfg.Families))
+	e.logger.Info("config loaded", "file", e.configFile, "families", len(cfg.Families), "shard", cfg.Sampling.Shard)
 	return nil
 }
 

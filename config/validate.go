@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -258,24 +256,10 @@ func validateSampling(s *Sampling) error {
 	case !(s.RedisCPUShare >= 0 && s.RedisCPUShare <= 1):
 		return errors.New("sampling.redis_cpu_share: must be between 0 and 1, a share of one Redis core (0 = no CPU pacing)")
 	}
-	i, n, err := parseShard(s.Shard)
+	i, n, err := ParseShard(s.Shard)
 	if err != nil {
 		return err
 	}
 	s.ShardIndex, s.ShardCount = i, n
 	return nil
-}
-
-// parseShard reads sampling.shard, "i/n" with 0 <= i < n; "" is 0/1.
-func parseShard(v string) (int, int, error) {
-	if v == "" {
-		return 0, 1, nil
-	}
-	a, b, ok := strings.Cut(v, "/")
-	i, err1 := strconv.Atoi(strings.TrimSpace(a))
-	n, err2 := strconv.Atoi(strings.TrimSpace(b))
-	if !ok || err1 != nil || err2 != nil || n < 1 || n > 16384 || i < 0 || i >= n {
-		return 0, 0, fmt.Errorf("sampling.shard: want i/n with 0 <= i < n <= 16384, such as 0/3, not %q", v)
-	}
-	return i, n, nil
 }
