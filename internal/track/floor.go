@@ -4,152 +4,13 @@ import (
 	"cmp"
 	"container/heap"
 	"slices"
-	"strings"
-	"unsafe"
 )
 
+// usedSample is one sweep's used value in a user's window, by the
+// generation of the commit that took it.
 type usedSample struct {
-	at   int64 // ms
+	gen  uint32
 	used int64
-}
-
-// userRec is one user's state. Records live in slabs (see recSlab): at a
-// million users, one allocation each plus a window slice each doubled the
-// tracker's heap.
-type userRec struct {
-	// name points into the tracker's name arena, never into the key it was
-	// cut from: that would keep the whole key alive.
-	name         string
-	used         int64
-	pending      int64
-	nonzeroSince int64 // ms; meaningful while nonzero
-	// The window is a monotonic deque: the used values of the window that
-	// can still become its maximum, oldest first, values strictly
-	// decreasing. Its head is w0 (empty when w0.used is 0, as only used > 0
-	// is pushed); the rest, rarely any, is behind more.
-	w0           usedSample
-	more         *[]usedSample
-	pendingGen   uint32
-	pendingFlags uint8
-	// pendingRestart: in this sweep used went back to its baseline
-	// without reaching 0 (a rate counter that restarted).
-	pendingRestart bool
-	flags          uint8
-	nonzero        bool
-}
-
-func (u *userRec) windowMax() int64 { return u.w0.used }
-
-func (u *userRec) winEmpty() bool { return u.w0.used == 0 }
-
-func (u *userRec) winBack() usedSample {
-	if u.more != nil {
-		m := *u.more
-		return m[len(m)-1]
-	}
-	return u.w0
-}
-
-func (u *userRec) winPopFront() {
-	if u.more == nil {
-		u.w0 = usedSample{}
-		return
-	}
-	m := *u.more
-	u.w0 = m[0]
-	if len(m) == 1 {
-		u.more = nil
-		return
-	}
-	*u.more = m[1:]
-}
-
-func (u *userRec) winPopBack() {
-	if u.more == nil {
-		u.w0 = usedSample{}
-		return
-	}
-	m := *u.more
-	if len(m) == 1 {
-		u.more = nil
-		return
-	}
-	*u.more = m[:len(m)-1]
-}
-
-func (u *userRec) winPush(s usedSample) {
-	if u.w0.used == 0 {
-		u.w0 = s
-		return
-	}
-	if u.more == nil {
-		u.more = &[]usedSample{s}
-		return
-	}
-	*u.more = append(*u.more, s)
-}
-
-const slabSize = 1024
-
-// recSlab hands out userRecs from arrays of slabSize, recycling freed ones.
-type recSlab struct {
-	cur  []userRec
-	free []*userRec
-}
-
-func (s *recSlab) get() *userRec {
-	if n := len(s.free); n > 0 {
-		u := s.free[n-1]
-		s.free = s.free[:n-1]
-		return u
-	}
-	if len(s.cur) == 0 {
-		s.cur = make([]userRec, slabSize)
-	}
-	u := &s.cur[0]
-	s.cur = s.cur[1:]
-	return u
-}
-
-func (s *recSlab) put(u *userRec) {
-	*u = userRec{}
-	s.free = append(s.free, u)
-}
-
-const arenaChunk = 64 << 10
-
-// nameArena stores user names back to back in chunks. Chunks are only
-// appended to, so names handed out (in UserViews of past snapshots) stay
-// valid; when most bytes are dead, the live names are copied to fresh
-// chunks and the old ones are left to the GC.
-type nameArena struct {
-	cur   []byte // free tail of the current chunk
-	total int    // bytes handed out since the last compaction
-	live  int
-}
-
-func (a *nameArena) add(name string) string {
-	a.total += len(name)
-	a.live += len(name)
-	if len(name) == 0 {
-		return ""
-	}
-	if len(name) > arenaChunk/8 {
-		return strings.Clone(name)
-	}
-	if len(a.cur) < len(name) {
-		a.cur = make([]byte, arenaChunk)
-	}
-	n := copy(a.cur, name)
-	s := unsafe.String(&a.cur[0], n)
-	a.cur = a.cur[n:]
-	return s
-}
-
-func (a *nameArena) drop(name string) { a.live -= len(name) }
-
-func (a *nameArena) wasteful() bool {
-	return a.total > 4*arenaChunk && a.total > 2*a.live
 }
 
 // UserView is one user's state after a sweep, as the collector emits it.
@@ -172,23 +33,62 @@ type FloorAggregates struct {
 // sweep, its maximum over the window, and when the current unbroken run of
 // non-zero sweeps began. Users with nothing left to report are forgotten.
 type FloorTracker struct {
-	users map[uint64]*userRec
-	gen   uint32
-	slab  recSlab
+	users userTable
 	names nameArena
+	// long holds the names of longName bytes or more, by user hash.
+	long map[uint64]string
+	// more holds the window samples after the head, by user hash: a
+	// window whose maximum fell and rose again.
+	more map[uint64][]usedSample
+	gen  uint32
+	// genTime maps the commits that records still refer to (window heads,
+	// starts of non-zero runs) to their Redis time (ms).
+	genTime map[uint32]int64
+	// lastGen/lastAt cache genTime's most recent lookup: nearly every
+	// record refers to the same few commits.
+	lastGen uint32
+	lastAt  int64
 }
 
 // NewFloorTracker returns an empty tracker.
 func NewFloorTracker() *FloorTracker {
-	return &FloorTracker{users: make(map[uint64]*userRec)}
+	return &FloorTracker{long: map[uint64]string{}, more: map[uint64][]usedSample{}, genTime: map[uint32]int64{}}
 }
 
 // Len is the number of users remembered.
-func (f *FloorTracker) Len() int { return len(f.users) }
+func (f *FloorTracker) Len() int { return f.users.n }
 
 // Begin starts a sweep. Values added before the matching Commit only take
 // effect if the sweep completes: a failed sweep leaves no trace.
-func (f *FloorTracker) Begin() { f.gen++ }
+func (f *FloorTracker) Begin() {
+	f.gen = (f.gen + 1) & genMask
+	if f.gen == 0 {
+		f.gen = 1
+	}
+}
+
+func (f *FloorTracker) timeOf(g uint32) int64 {
+	if g != f.lastGen {
+		f.lastGen, f.lastAt = g, f.genTime[g]
+	}
+	return f.lastAt
+}
+
+func (f *FloorTracker) name(u *userRec) string {
+	if u.bits&recLongName != 0 {
+		return f.long[u.h]
+	}
+	return f.names.get(u.name, int(u.nameLen))
+}
+
+func (f *FloorTracker) setName(u *userRec, name string) {
+	if len(name) >= longName {
+		u.bits |= recLongName
+		f.long[u.h] = name
+		return
+	}
+	u.name, u.nameLen = f.names.add(name), uint16(len(name))
+}
 
 // Add records used and anomaly flags for a user in the current sweep. A
 // user seen under several keys (it should not happen) adds up.
@@ -198,50 +98,58 @@ func (f *FloorTracker) Begin() { f.gen++ }
 // report, and a replayed key reports what its last read did. An unknown
 // user without a name reports nothing and is not added.
 func (f *FloorTracker) Add(h uint64, name string, used int64, flags uint8) {
-	u := f.users[h]
-	if u == nil {
+	f.add(h, name, used, flags)
+}
+
+func (f *FloorTracker) add(h uint64, name string, used int64, flags uint8) *userRec {
+	i := f.users.find(h)
+	if i < 0 {
 		if name == "" && used == 0 && flags == 0 {
-			return
+			return nil
 		}
-		u = f.slab.get()
-		u.name = f.names.add(name)
-		f.users[h] = u
+		i = f.users.add(h)
+		f.setName(f.users.at(i), name)
 	}
-	if u.pendingGen != f.gen {
-		u.pendingGen = f.gen
+	u := f.users.at(i)
+	if u.pgen != f.gen {
+		u.pgen = f.gen
 		u.pending = 0
-		u.pendingFlags = 0
-		u.pendingRestart = false
+		u.pflags = 0
+		u.bits &^= recRestart
 	}
 	u.pending += used
-	u.pendingFlags |= flags
+	u.pflags |= flags
+	return u
 }
 
 // Restarted records that a user's used went back to its baseline in this
 // sweep without being seen at 0, as a fixed-window rate counter does when
 // its window restarts between two sweeps: the floor run starts over.
 func (f *FloorTracker) Restarted(h uint64, name string) {
-	f.Add(h, name, 0, 0)
-	f.users[h].pendingRestart = true
+	if u := f.add(h, name, 0, 0); u != nil {
+		u.bits |= recRestart
+	}
 }
 
 // Keep carries a user's used value and anomalies from the last sweep into
 // this one when its key could not be read: reading it as 0 would restart
 // the user's floor age.
 func (f *FloorTracker) Keep(h uint64, name string) {
-	u := f.users[h]
-	if u == nil || u.pendingGen == f.gen {
+	i := f.users.find(h)
+	if i < 0 {
 		return
 	}
-	f.Add(h, name, u.used, u.flags&^AnomalyOverLimit)
+	if u := f.users.at(i); u.pgen != f.gen {
+		f.add(h, name, u.used, u.flags&^AnomalyOverLimit)
+	}
 }
 
 // KeepUnseen carries into this sweep the last used value of every user
 // not seen in it.
 func (f *FloorTracker) KeepUnseen() {
-	for h, u := range f.users {
-		if u.pendingGen != f.gen {
-			f.Add(h, u.name, u.used, u.flags&^AnomalyOverLimit)
+	for i := range f.users.n {
+		if u := f.users.at(i); u.pgen != f.gen {
+			f.add(u.h, "", u.used, u.flags&^AnomalyOverLimit)
 		}
 	}
 }
@@ -265,36 +173,32 @@ type Limits struct {
 // from after now is dropped, so an old maximum never outlives its window.
 func (f *FloorTracker) Commit(now, window, floorWindow int64, lim Limits) FloorAggregates {
 	var a FloorAggregates
-	for h, u := range f.users {
+	f.genTime[f.gen] = now
+	f.lastGen = 0
+	for i := 0; i < f.users.n; i++ {
+		u := f.users.at(i)
 		used, flags, restart := int64(0), uint8(0), false
-		if u.pendingGen == f.gen {
-			used, flags, restart = u.pending, u.pendingFlags, u.pendingRestart
+		if u.pgen == f.gen {
+			used, flags, restart = u.pending, u.pflags, u.bits&recRestart != 0
 		}
 		if lim.Limit > 0 && used > lim.Limit && lim.OverLimitIsAnomaly {
 			flags |= AnomalyOverLimit
 		}
 		u.used, u.flags = used, flags
+		nonzero := u.bits&recNonzero != 0
 		switch {
-		case used > 0 && (!u.nonzero || restart):
-			u.nonzero, u.nonzeroSince = true, now
-		case used > 0 && u.nonzeroSince > now:
-			u.nonzeroSince = now
+		case used > 0 && (!nonzero || restart):
+			u.bits |= recNonzero
+			u.since = f.gen
+		case used > 0 && f.timeOf(u.since) > now:
+			u.since = f.gen
 		case used <= 0:
-			u.nonzero = false
+			u.bits &^= recNonzero
 		}
-		for !u.winEmpty() && (u.w0.at <= now-window || u.w0.at > now) {
-			u.winPopFront()
-		}
-		for !u.winEmpty() && (u.winBack().used <= used || u.winBack().at > now) {
-			u.winPopBack()
-		}
-		if used > 0 {
-			u.winPush(usedSample{at: now, used: used})
-		}
-		if u.winEmpty() && flags == 0 {
-			delete(f.users, h)
-			f.names.drop(u.name)
-			f.slab.put(u)
+		f.slide(u, used, now, window)
+		if u.w0used == 0 && flags == 0 {
+			f.forget(i)
+			i--
 			continue
 		}
 		if used > 0 {
@@ -306,33 +210,126 @@ func (f *FloorTracker) Commit(now, window, floorWindow int64, lim Limits) FloorA
 		if lim.Limit > 0 && used > lim.Limit {
 			a.OverLimit++
 		}
-		if u.nonzero && now-u.nonzeroSince >= floorWindow {
+		if u.bits&recNonzero != 0 && now-f.timeOf(u.since) >= floorWindow {
 			a.FloorNonzero++
 		}
 	}
-	if n := len(f.slab.free); n > 4*slabSize && n > len(f.users) {
-		f.compact()
-	} else if f.names.wasteful() {
-		f.names = nameArena{}
-		for _, u := range f.users {
-			u.name = f.names.add(u.name)
-		}
+	f.pruneTimes()
+	if f.names.wasteful() {
+		f.compactNames()
 	}
 	return a
 }
 
-// compact moves the users to fresh slabs, arena and map after many left:
-// none of the three shrinks by itself.
-func (f *FloorTracker) compact() {
-	users := make(map[uint64]*userRec, len(f.users))
-	f.slab, f.names = recSlab{}, nameArena{}
-	for h, u := range f.users {
-		n := f.slab.get()
-		*n = *u
-		n.name = f.names.add(u.name)
-		users[h] = n
+// slide moves the window's monotonic deque to now and pushes used:
+// samples that left the window or lie after now go from the front, and
+// samples no larger than used from the back.
+func (f *FloorTracker) slide(u *userRec, used, now, window int64) {
+	var rest []usedSample
+	if u.bits&recMore != 0 {
+		rest = f.more[u.h]
 	}
-	f.users = users
+	head := usedSample{gen: u.w0gen, used: u.w0used}
+	for head.used != 0 {
+		if at := f.timeOf(head.gen); at > now-window && at <= now {
+			break
+		}
+		head = usedSample{}
+		if len(rest) > 0 {
+			head, rest = rest[0], rest[1:]
+		}
+	}
+	for head.used != 0 {
+		back := head
+		if len(rest) > 0 {
+			back = rest[len(rest)-1]
+		}
+		if back.used > used && f.timeOf(back.gen) <= now {
+			break
+		}
+		if len(rest) > 0 {
+			rest = rest[:len(rest)-1]
+		} else {
+			head = usedSample{}
+		}
+	}
+	if used > 0 {
+		s := usedSample{gen: f.gen, used: used}
+		if head.used == 0 {
+			head = s
+		} else {
+			rest = append(rest, s)
+		}
+	}
+	u.w0gen, u.w0used = head.gen, head.used
+	if len(rest) > 0 {
+		u.bits |= recMore
+		f.more[u.h] = rest
+	} else if u.bits&recMore != 0 {
+		u.bits &^= recMore
+		delete(f.more, u.h)
+	}
+}
+
+// forget drops record i; the last record takes its place.
+func (f *FloorTracker) forget(i int) {
+	u := f.users.at(i)
+	if u.bits&recLongName != 0 {
+		delete(f.long, u.h)
+	} else {
+		f.names.drop(int(u.nameLen))
+	}
+	if u.bits&recMore != 0 {
+		delete(f.more, u.h)
+	}
+	f.users.remove(i)
+}
+
+// pruneTimes forgets the commit times no record refers to any more.
+func (f *FloorTracker) pruneTimes() {
+	if len(f.genTime) < 64 {
+		return
+	}
+	refs := make(map[uint32]struct{}, 64)
+	last := uint32(0)
+	ref := func(g uint32) {
+		if g != last {
+			refs[g], last = struct{}{}, g
+		}
+	}
+	for i := range f.users.n {
+		u := f.users.at(i)
+		if u.w0used != 0 {
+			ref(u.w0gen)
+		}
+		if u.bits&recNonzero != 0 {
+			ref(u.since)
+		}
+	}
+	for _, rest := range f.more {
+		for _, s := range rest {
+			ref(s.gen)
+		}
+	}
+	ref(f.gen)
+	for g := range f.genTime {
+		if _, ok := refs[g]; !ok {
+			delete(f.genTime, g)
+		}
+	}
+}
+
+// compactNames moves the live names to a fresh arena once most of the
+// old one is dead: an arena never shrinks by itself.
+func (f *FloorTracker) compactNames() {
+	old := f.names
+	f.names = nameArena{}
+	for i := range f.users.n {
+		u := f.users.at(i)
+		if u.bits&recLongName == 0 {
+			u.name = f.names.add(old.get(u.name, int(u.nameLen)))
+		}
+	}
 }
 
 // Top returns at most n users to emit, picked in docs/design.md's order: any
@@ -342,10 +339,12 @@ func (f *FloorTracker) compact() {
 func (f *FloorTracker) Top(n int, now int64) ([]UserView, int) {
 	h := &viewHeap{}
 	total := 0
-	for _, u := range f.users {
-		v := UserView{User: u.name, Used: u.used, UsedMax: u.windowMax(), Anomaly: u.flags != 0, Flags: u.flags}
-		if u.nonzero {
-			v.FloorSeconds = float64(max(now-u.nonzeroSince, 0)) / 1000
+	f.lastGen = 0
+	for i := range f.users.n {
+		u := f.users.at(i)
+		v := UserView{User: f.name(u), Used: u.used, UsedMax: u.w0used, Anomaly: u.flags != 0, Flags: u.flags}
+		if u.bits&recNonzero != 0 {
+			v.FloorSeconds = float64(max(now-f.timeOf(u.since), 0)) / 1000
 		}
 		if v.UsedMax <= 0 && v.FloorSeconds == 0 && !v.Anomaly {
 			continue
