@@ -29,7 +29,7 @@ import (
 // built is the kustomization as `kubectl apply -k` would send it, every
 // object decoded into its API type.
 type built struct {
-	deployment     *appsv1.Deployment
+	statefulSet    *appsv1.StatefulSet
 	service        *corev1.Service
 	serviceMonitor *monitoringv1.ServiceMonitor
 	rule           *monitoringv1.PrometheusRule
@@ -68,8 +68,8 @@ func build(t *testing.T) built {
 		}
 		counts[gvk.Kind]++
 		switch o := obj.(type) {
-		case *appsv1.Deployment:
-			b.deployment = o
+		case *appsv1.StatefulSet:
+			b.statefulSet = o
 		case *corev1.Service:
 			b.service = o
 		case *monitoringv1.ServiceMonitor:
@@ -86,7 +86,7 @@ func build(t *testing.T) built {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{"Deployment": 1, "Service": 1, "ServiceMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1 + len(dashboards)}
+	want := map[string]int{"StatefulSet": 1, "Service": 1, "ServiceMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1 + len(dashboards)}
 	if fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Fatalf("objects by kind = %v, want %v", counts, want)
 	}
@@ -95,7 +95,7 @@ func build(t *testing.T) built {
 
 func TestObjectNamesAndLabelsAreValid(t *testing.T) {
 	b := build(t)
-	metas := []metav1.ObjectMeta{b.deployment.ObjectMeta, b.deployment.Spec.Template.ObjectMeta,
+	metas := []metav1.ObjectMeta{b.statefulSet.ObjectMeta, b.statefulSet.Spec.Template.ObjectMeta,
 		b.service.ObjectMeta, b.serviceMonitor.ObjectMeta, b.rule.ObjectMeta}
 	for _, cm := range b.configMaps {
 		metas = append(metas, cm.ObjectMeta)
@@ -143,7 +143,7 @@ func imageUser(t *testing.T) (uid, gid int64) {
 
 func TestSecurityContext(t *testing.T) {
 	b := build(t)
-	pod := b.deployment.Spec.Template.Spec
+	pod := b.statefulSet.Spec.Template.Spec
 	uid, gid := imageUser(t)
 
 	psc := pod.SecurityContext
@@ -204,7 +204,7 @@ func containerPort(c corev1.Container, p intstr.IntOrString) int32 {
 
 func TestProbesPortsAndResources(t *testing.T) {
 	b := build(t)
-	c := b.deployment.Spec.Template.Spec.Containers[0]
+	c := b.statefulSet.Spec.Template.Spec.Containers[0]
 
 	if len(c.Ports) != 1 || c.Ports[0].Name != "http-metrics" || c.Ports[0].ContainerPort != 10121 {
 		t.Fatalf("container ports = %+v, want http-metrics 10121", c.Ports)
@@ -272,7 +272,7 @@ func hasArg(args []string, want string) bool {
 
 func TestServiceAndServiceMonitorReachThePod(t *testing.T) {
 	b := build(t)
-	d, svc, sm := b.deployment, b.service, b.serviceMonitor
+	d, svc, sm := b.statefulSet, b.service, b.serviceMonitor
 	podLabels := labels.Set(d.Spec.Template.Labels)
 
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
@@ -280,7 +280,7 @@ func TestServiceAndServiceMonitorReachThePod(t *testing.T) {
 		t.Fatal(err)
 	}
 	if sel.Empty() || !sel.Matches(podLabels) {
-		t.Errorf("Deployment selector %v does not select its pods %v", sel, podLabels)
+		t.Errorf("StatefulSet selector %v does not select its pods %v", sel, podLabels)
 	}
 	if len(svc.Spec.Selector) == 0 || !labels.SelectorFromSet(svc.Spec.Selector).Matches(podLabels) {
 		t.Errorf("Service selector %v does not select the pods %v", svc.Spec.Selector, podLabels)
@@ -294,6 +294,14 @@ func TestServiceAndServiceMonitorReachThePod(t *testing.T) {
 	}
 	if containerPort(d.Spec.Template.Spec.Containers[0], sp.TargetPort) != 10121 {
 		t.Errorf("Service targetPort %s is not the exporter's port", sp.TargetPort.String())
+	}
+	// Every shard is a target of its own: a load-balanced address would
+	// give Prometheus one pod's share at a time.
+	if d.Spec.ServiceName != svc.Name || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("StatefulSet serviceName %q, Service %s with clusterIP %q: want the StatefulSet governed by a headless Service", d.Spec.ServiceName, svc.Name, svc.Spec.ClusterIP)
+	}
+	if !svc.Spec.PublishNotReadyAddresses {
+		t.Error("Service does not publish unready pods: a shard that cannot reach Redis would not be scraped, and its slot_exporter_up 0 not seen")
 	}
 
 	smSel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
@@ -318,11 +326,11 @@ func TestServiceAndServiceMonitorReachThePod(t *testing.T) {
 	}
 }
 
-// The Deployment mounts the generated config ConfigMap and the password
+// The StatefulSet mounts the generated config ConfigMap and the password
 // Secret where the config and the flags say they are.
 func TestConfigAndPasswordFileAreWhereTheConfigSays(t *testing.T) {
 	b := build(t)
-	pod := b.deployment.Spec.Template.Spec
+	pod := b.statefulSet.Spec.Template.Spec
 	c := pod.Containers[0]
 
 	volumes := map[string]corev1.Volume{}
@@ -458,7 +466,7 @@ func TestPrometheusRuleIsTheRulesFile(t *testing.T) {
 
 // README.md tells kube-prometheus-stack users to add its release label with
 // `labels:`; that must reach the ServiceMonitor and the PrometheusRule and
-// leave the selectors alone (a changed Deployment selector cannot be applied
+// leave the selectors alone (a changed StatefulSet selector cannot be applied
 // over the old one).
 func TestReleaseLabelOverlay(t *testing.T) {
 	here, err := filepath.Abs(".")
@@ -484,7 +492,7 @@ func TestReleaseLabelOverlay(t *testing.T) {
 		if r.GetLabels()["release"] != "kube-prometheus-stack" {
 			t.Errorf("%s %s: no release label", r.GetKind(), r.GetName())
 		}
-		if r.GetKind() != "Deployment" && r.GetKind() != "Service" {
+		if r.GetKind() != "StatefulSet" && r.GetKind() != "Service" {
 			continue
 		}
 		y, err := r.AsYAML()
@@ -500,8 +508,8 @@ func TestReleaseLabelOverlay(t *testing.T) {
 			t.Fatal(err)
 		}
 		var want any = base.service.Spec.Selector
-		if r.GetKind() == "Deployment" {
-			want = base.deployment.Spec.Selector
+		if r.GetKind() == "StatefulSet" {
+			want = base.statefulSet.Spec.Selector
 		}
 		w, _ := json.Marshal(want)
 		var a, b any
