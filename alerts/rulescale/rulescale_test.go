@@ -99,15 +99,15 @@ func TestScaleShippedRules(t *testing.T) {
 		// the end-to-end test scales itself): no literal to scale; for 5m -> 5s.
 		"SlotUserFloorNeverZero": {"slot_user_floor_seconds > on (instance, job, family) group_left () (slot_family_floor_window_seconds > 0)", "5s"},
 		// Rates and counts are not durations: 0.5 and 0.02 stay.
-		"SlotHoldsExpiringSpike": {`family:slot_holds_ended_expired:ratio_rate5m > 0.5 and family:slot_holds_ended:rate5m > 0.02 unless on (instance, job, family) slot_family_info{kind="lock"}`, "2s"},
+		"SlotHoldsExpiringSpike": {`sum without (instance, pod) (family_outcome:slot_holds_ended:rate5m{outcome="expired"}) / ignoring (outcome) sum without (instance, pod) (family:slot_holds_ended:rate5m) > 0.5 and sum without (instance, pod) (family:slot_holds_ended:rate5m) > 0.02 unless on (job, family) slot_family_info{kind="lock"}`, "2s"},
 		// 100 members stays 100.
-		"SlotUnprunedMembersGrowing": {`deriv(slot_members{state="expired"}[30s]) > 0 and slot_members{state="expired"} > 100`, "30s"},
+		"SlotUnprunedMembersGrowing": {`sum without (instance, pod) (deriv(slot_members{state="expired"}[30s])) > 0 and sum without (instance, pod) (slot_members{state="expired"}) > 100`, "30s"},
 		// 60s and 2 x the sampling period depend on sampling.interval and
 		// the read budget, not on alert timing: unmarked, kept.
 		"SlotExporterSweepsStale": {"timestamp(slot_exporter_last_sweep_timestamp_seconds) - slot_exporter_last_sweep_timestamp_seconds > on (instance, job, family) group_left () (clamp_min(2 * slot_exporter_sampling_period_seconds, 60) or on (instance, job, family) slot_exporter_last_sweep_timestamp_seconds * 0 + 60)", "5s"},
 		"SlotExporterAbsent":      {"absent(slot_exporter_up)", "5s"},
 		// A per-minute figure: 60 is not a duration of the alert's timing.
-		"SlotLockLeasesExpiring": {`family_outcome:slot_holds_ended:rate5m{outcome="expired"} * 60 > 0 and on (instance, job, family) slot_family_info{kind="lock"}`, "10s"},
+		"SlotLockLeasesExpiring": {`sum without (instance, pod) (family_outcome:slot_holds_ended:rate5m{outcome="expired"}) * 60 > 0 and on (job, family) slot_family_info{kind="lock"}`, "10s"},
 	}
 	for name, w := range want {
 		got := after[name]
