@@ -1,0 +1,168 @@
+// Package keytable is a hash table from 64-bit hashes to values, for the
+// millions of keys and users the exporter remembers between sweeps.
+//
+// A Go map of a million entries costs about twice its entries' size once
+// it has doubled, and a map of pointers costs an object per entry on top.
+// A Table keeps the entries densely, in chunks (growing never copies them
+// and leaves no doubled capacity behind), with an open-addressing index of
+// entry numbers beside them: about 8 bytes an entry over the entry itself.
+// A value type without pointers keeps the garbage collector from scanning
+// any of it.
+package keytable
+
+import "math/bits"
+
+const chunkSize = 1024
+
+// minIndex is the smallest index; it shrinks no further.
+const minIndex = 64
+
+type entry[V any] struct {
+	h uint64
+	v V
+}
+
+// Table maps hashes to values of type V. Entries are numbered 0 to Len()-1;
+// deleting one moves the last entry into its number. The zero Table is
+// empty and ready to use. It is not safe for concurrent use.
+type Table[V any] struct {
+	chunks [][]entry[V]
+	n      int
+	// index holds entry number + 1 (0: free), linear probing, at most
+	// half full; its length is a power of two.
+	index []uint32
+	shift uint8
+}
+
+// Len is the number of entries.
+func (t *Table[V]) Len() int { return t.n }
+
+// At returns entry i's hash and value, 0 <= i < Len().
+func (t *Table[V]) At(i int) (uint64, *V) {
+	e := &t.chunks[i/chunkSize][i%chunkSize]
+	return e.h, &e.v
+}
+
+func (t *Table[V]) hashAt(i int) uint64 { return t.chunks[i/chunkSize][i%chunkSize].h }
+
+func (t *Table[V]) home(h uint64) int { return int((h * 0x9E3779B97F4A7C15) >> t.shift) }
+
+// slot returns the index position holding h, or the free one where it
+// belongs.
+func (t *Table[V]) slot(h uint64) int {
+	mask := len(t.index) - 1
+	for i := t.home(h); ; i = (i + 1) & mask {
+		v := t.index[i]
+		if v == 0 || t.hashAt(int(v-1)) == h {
+			return i
+		}
+	}
+}
+
+// Find returns h's entry number, or -1.
+func (t *Table[V]) Find(h uint64) int {
+	if t.n == 0 {
+		return -1
+	}
+	return int(t.index[t.slot(h)]) - 1
+}
+
+// Get returns h's value, or nil.
+func (t *Table[V]) Get(h uint64) *V {
+	i := t.Find(h)
+	if i < 0 {
+		return nil
+	}
+	_, v := t.At(i)
+	return v
+}
+
+// Put returns h's value, adding a zero value first if h has none.
+func (t *Table[V]) Put(h uint64) *V {
+	i := t.Find(h)
+	if i < 0 {
+		i = t.Add(h)
+	}
+	_, v := t.At(i)
+	return v
+}
+
+// Add appends a zero value for h, which must not be in the table, and
+// returns its entry number.
+func (t *Table[V]) Add(h uint64) int {
+	if 2*(t.n+1) > len(t.index) {
+		t.reindex(max(minIndex, 2*len(t.index)))
+	}
+	i := t.n
+	if i == len(t.chunks)*chunkSize {
+		t.chunks = append(t.chunks, make([]entry[V], chunkSize))
+	}
+	t.n++
+	t.chunks[i/chunkSize][i%chunkSize] = entry[V]{h: h}
+	t.index[t.slot(h)] = uint32(i + 1)
+	return i
+}
+
+// Delete removes h, if it is there.
+func (t *Table[V]) Delete(h uint64) {
+	if i := t.Find(h); i >= 0 {
+		t.DeleteAt(i)
+	}
+}
+
+// DeleteAt removes entry i and moves the last entry into its number: a
+// caller walking the entries in order looks at i again.
+func (t *Table[V]) DeleteAt(i int) {
+	t.unindex(t.slot(t.hashAt(i)))
+	last := t.n - 1
+	if i != last {
+		t.chunks[i/chunkSize][i%chunkSize] = t.chunks[last/chunkSize][last%chunkSize]
+		t.index[t.slot(t.hashAt(i))] = uint32(i + 1)
+	}
+	t.chunks[last/chunkSize][last%chunkSize] = entry[V]{}
+	t.n--
+	if len(t.chunks) > 1 && t.n <= (len(t.chunks)-2)*chunkSize {
+		t.chunks[len(t.chunks)-1] = nil
+		t.chunks = t.chunks[:len(t.chunks)-1]
+	}
+	if len(t.index) > minIndex && 8*t.n < len(t.index) {
+		t.reindex(len(t.index) / 4)
+	}
+}
+
+// DeleteFunc removes every entry for which drop returns true.
+func (t *Table[V]) DeleteFunc(drop func(h uint64, v *V) bool) {
+	for i := 0; i < t.n; i++ {
+		if h, v := t.At(i); drop(h, v) {
+			t.DeleteAt(i)
+			i--
+		}
+	}
+}
+
+// Clear removes every entry and frees the storage.
+func (t *Table[V]) Clear() { *t = Table[V]{} }
+
+// unindex frees index position i, shifting back the entries after it
+// that probed past it (no tombstones, so probes stay short).
+func (t *Table[V]) unindex(i int) {
+	mask := len(t.index) - 1
+	for j := (i + 1) & mask; t.index[j] != 0; j = (j + 1) & mask {
+		k := t.home(t.hashAt(int(t.index[j] - 1)))
+		// The entry at j may move to i unless its home lies cyclically
+		// in (i, j].
+		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
+			t.index[i] = t.index[j]
+			i = j
+		}
+	}
+	t.index[i] = 0
+}
+
+func (t *Table[V]) reindex(size int) {
+	t.index = make([]uint32, size)
+	t.shift = uint8(64 - bits.TrailingZeros(uint(size)))
+	for i := range t.n {
+		t.index[t.slot(t.hashAt(i))] = uint32(i + 1)
+	}
+}

@@ -1,0 +1,76 @@
+package keytable
+
+import (
+	"math/rand"
+	"testing"
+)
+
+// TestTableMatchesMap drives a Table and a Go map through the same random
+// adds, deletes (by hash, by number, while walking) and lookups, with
+// hashes from a small space so that probes collide and wrap around.
+func TestTableMatchesMap(t *testing.T) {
+	for seed := int64(0); seed < 20; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		var tab Table[int64]
+		ref := map[uint64]int64{}
+		space := uint64(1 + r.Intn(5000))
+		for step := range 20000 {
+			h := uint64(r.Int63n(int64(space))) * 0x100000001 // many share low bits
+			switch op := r.Intn(10); {
+			case op < 5:
+				*tab.Put(h) += int64(step)
+				ref[h] += int64(step)
+			case op < 8:
+				tab.Delete(h)
+				delete(ref, h)
+			case op == 8 && r.Intn(50) == 0:
+				odd := r.Intn(2) == 0
+				tab.DeleteFunc(func(h uint64, v *int64) bool { return (*v%2 != 0) == odd })
+				for k, v := range ref {
+					if (v%2 != 0) == odd {
+						delete(ref, k)
+					}
+				}
+			default:
+				v, ok := ref[h]
+				if got := tab.Get(h); ok != (got != nil) || ok && *got != v {
+					t.Fatalf("seed %d step %d: Get(%x) = %v, map has %v %v", seed, step, h, got, v, ok)
+				}
+			}
+			if tab.Len() != len(ref) {
+				t.Fatalf("seed %d step %d: %d entries, map %d", seed, step, tab.Len(), len(ref))
+			}
+		}
+		seen := map[uint64]bool{}
+		for i := range tab.Len() {
+			h, v := tab.At(i)
+			if seen[h] || ref[h] != *v {
+				t.Fatalf("seed %d: entry %d (%x) = %d, map %d, seen before %v", seed, i, h, *v, ref[h], seen[h])
+			}
+			seen[h] = true
+			if tab.Find(h) != i {
+				t.Fatalf("seed %d: Find(%x) = %d, want %d", seed, h, tab.Find(h), i)
+			}
+		}
+	}
+}
+
+// TestTableShrinks checks that the storage goes once the entries do.
+func TestTableShrinks(t *testing.T) {
+	var tab Table[[4]uint64]
+	for h := range uint64(100_000) {
+		tab.Put(h + 1)
+	}
+	if len(tab.chunks) < 97 || len(tab.index) < 200_000 {
+		t.Fatalf("100000 entries in %d chunks and %d index slots", len(tab.chunks), len(tab.index))
+	}
+	tab.DeleteFunc(func(h uint64, _ *[4]uint64) bool { return h > 10 })
+	if tab.Len() != 10 || len(tab.chunks) > 2 || len(tab.index) > 4*minIndex {
+		t.Errorf("10 entries left in %d chunks and %d index slots", len(tab.chunks), len(tab.index))
+	}
+	for h := range uint64(10) {
+		if tab.Get(h+1) == nil {
+			t.Errorf("lost %d", h+1)
+		}
+	}
+}
