@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"container/heap"
 	"slices"
+
+	"github.com/slotexporter/slot_exporter/internal/keytable"
 )
 
 // usedSample is one sweep's used value in a user's window, by the
@@ -33,7 +35,7 @@ type FloorAggregates struct {
 // sweep, its maximum over the window, and when the current unbroken run of
 // non-zero sweeps began. Users with nothing left to report are forgotten.
 type FloorTracker struct {
-	users userTable
+	users keytable.Table[userRec]
 	names nameArena
 	// long holds the names of longName bytes or more, by user hash.
 	long map[uint64]string
@@ -56,7 +58,7 @@ func NewFloorTracker() *FloorTracker {
 }
 
 // Len is the number of users remembered.
-func (f *FloorTracker) Len() int { return f.users.n }
+func (f *FloorTracker) Len() int { return f.users.Len() }
 
 // Begin starts a sweep. Values added before the matching Commit only take
 // effect if the sweep completes: a failed sweep leaves no trace.
@@ -74,17 +76,17 @@ func (f *FloorTracker) timeOf(g uint32) int64 {
 	return f.lastAt
 }
 
-func (f *FloorTracker) name(u *userRec) string {
+func (f *FloorTracker) name(h uint64, u *userRec) string {
 	if u.bits&recLongName != 0 {
-		return f.long[u.h]
+		return f.long[h]
 	}
 	return f.names.get(u.name, int(u.nameLen))
 }
 
-func (f *FloorTracker) setName(u *userRec, name string) {
+func (f *FloorTracker) setName(h uint64, u *userRec, name string) {
 	if len(name) >= longName {
 		u.bits |= recLongName
-		f.long[u.h] = name
+		f.long[h] = name
 		return
 	}
 	u.name, u.nameLen = f.names.add(name), uint16(len(name))
@@ -102,15 +104,16 @@ func (f *FloorTracker) Add(h uint64, name string, used int64, flags uint8) {
 }
 
 func (f *FloorTracker) add(h uint64, name string, used int64, flags uint8) *userRec {
-	i := f.users.find(h)
+	i := f.users.Find(h)
 	if i < 0 {
 		if name == "" && used == 0 && flags == 0 {
 			return nil
 		}
-		i = f.users.add(h)
-		f.setName(f.users.at(i), name)
+		i = f.users.Add(h)
+		_, u := f.users.At(i)
+		f.setName(h, u, name)
 	}
-	u := f.users.at(i)
+	_, u := f.users.At(i)
 	if u.pgen != f.gen {
 		u.pgen = f.gen
 		u.pending = 0
@@ -135,11 +138,11 @@ func (f *FloorTracker) Restarted(h uint64, name string) {
 // this one when its key could not be read: reading it as 0 would restart
 // the user's floor age.
 func (f *FloorTracker) Keep(h uint64, name string) {
-	i := f.users.find(h)
-	if i < 0 {
+	u := f.users.Get(h)
+	if u == nil {
 		return
 	}
-	if u := f.users.at(i); u.pgen != f.gen {
+	if u.pgen != f.gen {
 		f.add(h, name, u.used, u.flags&^AnomalyOverLimit)
 	}
 }
@@ -147,9 +150,9 @@ func (f *FloorTracker) Keep(h uint64, name string) {
 // KeepUnseen carries into this sweep the last used value of every user
 // not seen in it.
 func (f *FloorTracker) KeepUnseen() {
-	for i := range f.users.n {
-		if u := f.users.at(i); u.pgen != f.gen {
-			f.add(u.h, "", u.used, u.flags&^AnomalyOverLimit)
+	for i := range f.users.Len() {
+		if h, u := f.users.At(i); u.pgen != f.gen {
+			f.add(h, "", u.used, u.flags&^AnomalyOverLimit)
 		}
 	}
 }
@@ -175,8 +178,8 @@ func (f *FloorTracker) Commit(now, window, floorWindow int64, lim Limits) FloorA
 	var a FloorAggregates
 	f.genTime[f.gen] = now
 	f.lastGen = 0
-	for i := 0; i < f.users.n; i++ {
-		u := f.users.at(i)
+	for i := 0; i < f.users.Len(); i++ {
+		h, u := f.users.At(i)
 		used, flags, restart := int64(0), uint8(0), false
 		if u.pgen == f.gen {
 			used, flags, restart = u.pending, u.pflags, u.bits&recRestart != 0
@@ -195,7 +198,7 @@ func (f *FloorTracker) Commit(now, window, floorWindow int64, lim Limits) FloorA
 		case used <= 0:
 			u.bits &^= recNonzero
 		}
-		f.slide(u, used, now, window)
+		f.slide(h, u, used, now, window)
 		if u.w0used == 0 && flags == 0 {
 			f.forget(i)
 			i--
@@ -224,10 +227,10 @@ func (f *FloorTracker) Commit(now, window, floorWindow int64, lim Limits) FloorA
 // slide moves the window's monotonic deque to now and pushes used:
 // samples that left the window or lie after now go from the front, and
 // samples no larger than used from the back.
-func (f *FloorTracker) slide(u *userRec, used, now, window int64) {
+func (f *FloorTracker) slide(h uint64, u *userRec, used, now, window int64) {
 	var rest []usedSample
 	if u.bits&recMore != 0 {
-		rest = f.more[u.h]
+		rest = f.more[h]
 	}
 	head := usedSample{gen: u.w0gen, used: u.w0used}
 	for head.used != 0 {
@@ -264,25 +267,25 @@ func (f *FloorTracker) slide(u *userRec, used, now, window int64) {
 	u.w0gen, u.w0used = head.gen, head.used
 	if len(rest) > 0 {
 		u.bits |= recMore
-		f.more[u.h] = rest
+		f.more[h] = rest
 	} else if u.bits&recMore != 0 {
 		u.bits &^= recMore
-		delete(f.more, u.h)
+		delete(f.more, h)
 	}
 }
 
 // forget drops record i; the last record takes its place.
 func (f *FloorTracker) forget(i int) {
-	u := f.users.at(i)
+	h, u := f.users.At(i)
 	if u.bits&recLongName != 0 {
-		delete(f.long, u.h)
+		delete(f.long, h)
 	} else {
 		f.names.drop(int(u.nameLen))
 	}
 	if u.bits&recMore != 0 {
-		delete(f.more, u.h)
+		delete(f.more, h)
 	}
-	f.users.remove(i)
+	f.users.DeleteAt(i)
 }
 
 // pruneTimes forgets the commit times no record refers to any more.
@@ -297,8 +300,8 @@ func (f *FloorTracker) pruneTimes() {
 			refs[g], last = struct{}{}, g
 		}
 	}
-	for i := range f.users.n {
-		u := f.users.at(i)
+	for i := range f.users.Len() {
+		_, u := f.users.At(i)
 		if u.w0used != 0 {
 			ref(u.w0gen)
 		}
@@ -324,8 +327,8 @@ func (f *FloorTracker) pruneTimes() {
 func (f *FloorTracker) compactNames() {
 	old := f.names
 	f.names = nameArena{}
-	for i := range f.users.n {
-		u := f.users.at(i)
+	for i := range f.users.Len() {
+		_, u := f.users.At(i)
 		if u.bits&recLongName == 0 {
 			u.name = f.names.add(old.get(u.name, int(u.nameLen)))
 		}
@@ -340,9 +343,9 @@ func (f *FloorTracker) Top(n int, now int64) ([]UserView, int) {
 	h := &viewHeap{}
 	total := 0
 	f.lastGen = 0
-	for i := range f.users.n {
-		u := f.users.at(i)
-		v := UserView{User: f.name(u), Used: u.used, UsedMax: u.w0used, Anomaly: u.flags != 0, Flags: u.flags}
+	for i := range f.users.Len() {
+		uh, u := f.users.At(i)
+		v := UserView{User: f.name(uh, u), Used: u.used, UsedMax: u.w0used, Anomaly: u.flags != 0, Flags: u.flags}
 		if u.bits&recNonzero != 0 {
 			v.FloorSeconds = float64(max(now-f.timeOf(u.since), 0)) / 1000
 		}
