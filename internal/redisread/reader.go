@@ -273,7 +273,7 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 				return err
 			}
 			inflight = append(inflight, batch{keys, at})
-			if len(inflight) >= readDepth {
+			if len(inflight) >= p.depth() {
 				if err := recv(); err != nil {
 					return err
 				}
@@ -304,6 +304,17 @@ func (p *Plan) chunk() int {
 		return math.MaxInt
 	}
 	return max(int(lim)/1000, 10)
+}
+
+// depth is how many batches are in flight on a raw connection. Under a
+// budget or pace, one: batches that wait in Redis's input buffer are
+// executed back to back, and every other client queues behind all of
+// them; one chunk at a time still reads far faster than any pace asks.
+func (p *Plan) depth() int {
+	if p.Budget != nil || p.Pace != nil {
+		return 1
+	}
+	return readDepth
 }
 
 // wait spends n keys of the budget and of the pace, in pieces no larger

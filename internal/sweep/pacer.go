@@ -75,7 +75,10 @@ func newCPUPacer(share float64) *cpuPacer {
 	return p
 }
 
-func burstOf(r float64) int { return max(int(r/10), 1) }
+// burstOf is 10 ms of reads at rate r: after a pause (the held second,
+// the gap between sweeps) a larger bucket lets that many keys through at
+// once, and the application's commands queue behind them.
+func burstOf(r float64) int { return max(int(r/100), 1) }
 
 // setShare takes a reloaded share, keeping what was measured.
 func (p *cpuPacer) setShare(share float64) {
