@@ -7,10 +7,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -104,43 +105,25 @@ func sweeperFor(yaml string) (*sweep.Sweeper, redis.UniversalClient, error) {
 }
 
 // writer is the application: ZADD of a heartbeat member on random sets,
-// spread evenly over each interval, and a latency probe.
+// spread evenly over each interval, and a latency probe in a process of
+// its own. In the exporter's process the probe measured the exporter's
+// garbage collection and scheduling rather than Redis: an application
+// does not share the exporter's runtime.
 type writer struct {
-	addr  string
-	n     int
-	frac  float64
-	c     *redis.Client
-	probe *redis.Client
+	addr string
+	n    int
+	frac float64
+	c    *redis.Client
 }
 
 // run writes until ctx ends and returns the writes made and the probe's
-// latencies (ms).
-func (w *writer) run(ctx context.Context) (int, []float64) {
-	var wg sync.WaitGroup
-	var lat []float64
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			t0 := time.Now()
-			var err error
-			if i%2 == 0 {
-				err = w.probe.Set(ctx, "probe:"+strconv.Itoa(i%1000), i, 0).Err()
-			} else {
-				err = w.probe.Get(ctx, "probe:"+strconv.Itoa((i-1)%1000)).Err()
-			}
-			if err == nil || err == redis.Nil {
-				lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
-			}
-		}
-	}()
+// p99 latency (ms).
+func (w *writer) run(ctx context.Context) (int, float64, error) {
+	deadline, _ := ctx.Deadline()
+	probe, err := startProbe(w.addr, time.Until(deadline))
+	if err != nil {
+		return 0, 0, err
+	}
 	writes := 0
 	if w.frac > 0 {
 		perInterval := int(float64(w.n) * w.frac)
@@ -167,8 +150,71 @@ func (w *writer) run(ctx context.Context) (int, []float64) {
 		}
 		t.Stop()
 	}
-	wg.Wait()
-	return writes, lat
+	p, err := probe()
+	return writes, p, err
+}
+
+// probeResult is what the probe process prints.
+type probeResult struct {
+	P99 float64 `json:"p99_ms"`
+	N   int     `json:"n"`
+}
+
+// startProbe runs the latency probe for d in a child process and returns
+// a function that waits for its result.
+func startProbe(addr string, d time.Duration) (func() (float64, error), error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "-role", "probe", "-addr", addr, "-probe-ms", strconv.FormatInt(d.Milliseconds(), 10))
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return func() (float64, error) {
+		if err := cmd.Wait(); err != nil {
+			return 0, fmt.Errorf("probe: %w", err)
+		}
+		var r probeResult
+		if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
+			return 0, fmt.Errorf("probe: %w: %q", err, out.String())
+		}
+		if r.N == 0 {
+			return 0, fmt.Errorf("probe: no reply from Redis")
+		}
+		return r.P99, nil
+	}, nil
+}
+
+// workerProbe is the application's latency probe: a GET or a SET every
+// millisecond on a connection of its own (DB 1), for o.probeMS.
+func workerProbe(o *workerOpts) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(o.probeMS)*time.Millisecond)
+	defer cancel()
+	probe := redis.NewClient(&redis.Options{Addr: o.addr, DB: 1, PoolSize: 1})
+	defer probe.Close()
+	var lat []float64
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return json.NewEncoder(os.Stdout).Encode(probeResult{P99: p99(lat), N: len(lat)})
+		case <-t.C:
+		}
+		t0 := time.Now()
+		var err error
+		if i%2 == 0 {
+			err = probe.Set(ctx, "probe:"+strconv.Itoa(i%1000), i, 0).Err()
+		} else {
+			err = probe.Get(ctx, "probe:"+strconv.Itoa((i-1)%1000)).Err()
+		}
+		if err == nil || err == redis.Nil {
+			lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+		}
+	}
 }
 
 func p99(v []float64) float64 {
@@ -207,10 +253,8 @@ func workerChanges(o *workerOpts) error {
 	}
 	phase := time.Duration(o.phase) * time.Second
 	c := redis.NewClient(&redis.Options{Addr: o.addr, ReadTimeout: time.Minute})
-	probe := redis.NewClient(&redis.Options{Addr: o.addr, DB: 1, PoolSize: 1})
 	defer c.Close()
-	defer probe.Close()
-	writerFor := func(f float64) *writer { return &writer{addr: o.addr, n: o.sets, frac: f, c: c, probe: probe} }
+	writerFor := func(f float64) *writer { return &writer{addr: o.addr, n: o.sets, frac: f, c: c} }
 
 	// The application alone, at each rate, before any exporter runs.
 	var scen []changeScenario
@@ -225,11 +269,13 @@ func workerChanges(o *workerOpts) error {
 		sc := &scen[i]
 		actx, cancel := context.WithTimeout(ctx, phase)
 		c0, t0 := procCPU(o.redisPID), time.Now()
-		var lat []float64
-		sc.Writes, lat = writerFor(sc.Frac).run(actx)
+		var err error
+		sc.Writes, sc.P99Alone, err = writerFor(sc.Frac).run(actx)
 		cancel()
+		if err != nil {
+			return err
+		}
 		sc.CPUAlone = (procCPU(o.redisPID) - c0).Seconds() / time.Since(t0).Seconds()
-		sc.P99Alone = p99(lat)
 	}
 
 	// One exporter per mode, running as the binary runs it (Start), with
@@ -247,6 +293,17 @@ func workerChanges(o *workerOpts) error {
 			time.Sleep(50 * time.Millisecond)
 		}
 		first := time.Since(t0).Seconds()
+		if o.cpuprofile != "" && !fullRead {
+			f, err := os.Create(o.cpuprofile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
 		for _, i := range idx {
 			sc := &scen[i]
 			sc.FirstRead = first
@@ -259,10 +316,12 @@ func workerChanges(o *workerOpts) error {
 			}
 			actx, cancel := context.WithTimeout(ctx, phase)
 			c0, ts := procCPU(o.redisPID), time.Now()
-			_, lat := w.run(actx)
+			_, sc.P99With, err = w.run(actx)
 			cancel()
+			if err != nil {
+				return err
+			}
 			sc.CPUWith = (procCPU(o.redisPID) - c0).Seconds() / time.Since(ts).Seconds()
-			sc.P99With = p99(lat)
 			z1, err := zrangeCalls(ctx, c)
 			if err != nil {
 				return err
@@ -276,6 +335,10 @@ func workerChanges(o *workerOpts) error {
 			if sc.Period > 0 {
 				sc.Sweeps = sc.Phase / sc.Period
 			}
+			// Memory before the exactness check builds a second exporter
+			// in this process.
+			m := readMem()
+			sc.Heap, sc.RSS = m.HeapAlloc, m.RSS
 			// Exactness, writes paused: the next sweep that starts after
 			// the pause against a full read by a fresh exporter.
 			paused := time.Now()
@@ -304,8 +367,14 @@ func workerChanges(o *workerOpts) error {
 					sc.Mismatches = append(sc.Mismatches, fmt.Sprintf("%s: %v, full read %v", k, got[k], v))
 				}
 			}
-			m := readMem()
-			sc.Heap, sc.RSS = m.HeapAlloc, m.RSS
+		}
+		if o.heapprofile != "" && !fullRead {
+			f, err := os.Create(o.heapprofile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return pprof.WriteHeapProfile(f)
 		}
 		return nil
 	}
@@ -315,13 +384,15 @@ func workerChanges(o *workerOpts) error {
 			changed = append(changed, i)
 		}
 	}
+	// The change-driven exporter first, so that its RSS is its own: the
+	// Go runtime returns freed memory to the OS only lazily.
+	if err := runMode(false, changed); err != nil {
+		return err
+	}
 	if o.full {
 		if err := runMode(true, []int{0}); err != nil {
 			return err
 		}
-	}
-	if err := runMode(false, changed); err != nil {
-		return err
 	}
 	res.Scenarios = scen
 	return json.NewEncoder(os.Stdout).Encode(res)

@@ -38,6 +38,8 @@ type opts struct {
 	budgetRuns                  int
 	hbHolders                   int
 	cpuprofile                  string
+	heapprofile                 string
+	changesProfile              string
 	trace                       string
 	fracs                       string
 	phase                       int
@@ -60,6 +62,8 @@ func main() {
 	flag.IntVar(&o.notifyUnrelated, "notify-unrelated", 10000000, "unrelated keys in the discovery scan/notify comparison (0 skips it)")
 	flag.IntVar(&o.notifySets, "notify-sets", 10000, "slot sets in the discovery scan/notify comparison")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the largest size's measured sweeps here")
+	flag.StringVar(&o.heapprofile, "heapprofile", "", "write a heap profile of the change-driven exporter, after its last phase, here")
+	flag.StringVar(&o.changesProfile, "changes-cpuprofile", "", "write a CPU profile of the change-driven exporter's phases here")
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of one sweep of the largest size here")
 	flag.StringVar(&o.fracs, "fracs", "0.01,0.1,0.25", "shares of sets written per interval in the change-driven run at the largest size (empty skips it)")
 	flag.IntVar(&o.phase, "phase", 20, "seconds per phase of the change-driven run")
@@ -67,6 +71,8 @@ func main() {
 	flag.StringVar(&w.fracs, "worker-fracs", "", "internal")
 	flag.IntVar(&w.phase, "worker-phase", 0, "internal")
 	flag.BoolVar(&w.full, "worker-full", false, "internal")
+	flag.IntVar(&w.probeMS, "probe-ms", 0, "internal")
+	flag.StringVar(&w.heapprofile, "worker-heapprofile", "", "internal")
 	// The exporter side runs in a child process; these flags are its.
 	flag.StringVar(&w.role, "role", "", "internal: run as the worker with this role")
 	flag.StringVar(&w.addr, "addr", "", "internal")
@@ -409,6 +415,7 @@ func runChanges(ctx context.Context, o *opts, n int) (*changesResult, error) {
 	}
 	var res changesResult
 	err = runChild(ctx, []string{"-role", "changes", "-addr", s.Addr, "-redis-pid", strconv.Itoa(s.PID()),
-		"-sets", strconv.Itoa(n), "-worker-fracs", o.fracs, "-worker-phase", strconv.Itoa(o.phase), "-worker-full"}, &res)
+		"-sets", strconv.Itoa(n), "-worker-fracs", o.fracs, "-worker-phase", strconv.Itoa(o.phase), "-worker-full",
+		"-worker-heapprofile", o.heapprofile, "-worker-cpuprofile", o.changesProfile}, &res)
 	return &res, err
 }

@@ -460,7 +460,7 @@ func (rep *report) changesSection(p func(string, ...any)) {
 			p("\n- %s: %s", sc.Name, m)
 		}
 	}
-	p("\n\nHeap is the live heap after two forced GCs at the end of each phase; RSS includes what the reference exporter of the exactness check (built in the same process) and, for the later rows, the earlier rows' exporters left to the Go runtime, which returns memory to the OS only lazily.\n\n")
+	p("\n\nHeap is the live heap after two forced GCs at the end of each phase, taken before the exactness check builds its reference exporter in the same process. The change-driven rows run first, in one exporter; the full read runs after them, so its RSS includes what they left to the Go runtime, which returns memory to the OS only lazily.\n\n")
 	p("The first full read is paced like every read (10%% of a core by default, from an assumed 4 µs a key until INFO cpu has measured the real cost), so it takes tens of seconds at 1M sets, and the sampling period says so while it runs.\n\n")
 }
 

@@ -53,9 +53,11 @@ type workerOpts struct {
 	churn      float64
 	seed       uint64
 	// The change-driven run.
-	fracs string
-	phase int
-	full  bool
+	fracs       string
+	phase       int
+	full        bool
+	probeMS     int
+	heapprofile string
 }
 
 func benchConfig(addr string, budget int, t timing) string {
@@ -222,6 +224,8 @@ func runWorker(o *workerOpts) error {
 		return workerSweep(o)
 	case "churn":
 		return workerChurn(o)
+	case "probe":
+		return workerProbe(o)
 	case "changes":
 		return workerChanges(o)
 	case "loop":
