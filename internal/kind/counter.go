@@ -1,6 +1,12 @@
 package kind
 
 import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
@@ -8,8 +14,9 @@ import (
 )
 
 // A counter is the legacy INCR/DECR cap: an integer string per user whose
-// value is the user's used. It reads GET; a value below zero (a DECR
-// without its INCR) feeds slot_counters_negative and counts as 0.
+// value is the user's used. It reads GET (and PTTL when it holds keys to
+// replay them); a value below zero (a DECR without its INCR) feeds
+// slot_counters_negative and counts as 0.
 func init() { register(config.KindCounter, newCounter) }
 
 type counter struct {
@@ -17,12 +24,15 @@ type counter struct {
 	cur, last int // negative counters
 	held      map[uint64]counterHeld
 	gen       uint32
+	// withTTL: this sweep reads PTTL, for the expiry of the keys held.
+	withTTL bool
 }
 
 type counterHeld struct {
-	user  uint64
-	value int64
-	gen   uint32
+	user   uint64
+	value  int64
+	expiry int64 // Redis ms; -1 none
+	gen    uint32
 }
 
 func newCounter(f *config.Family, _ *config.Sampling) Tracker {
@@ -35,15 +45,27 @@ func (c *counter) Limits() track.Limits {
 	return track.Limits{Limit: c.limit, OverLimitIsAnomaly: true}
 }
 
-func (c *counter) Begin(*Sweep) redisread.Reads {
+func (c *counter) Begin(sw *Sweep) redisread.Reads {
 	c.cur = 0
 	c.gen++
+	// A key held for replay needs its expiry: client tracking names a
+	// key whose TTL ran out only once Redis deletes it, which a busy
+	// server's expiry cycle may do long after, while a full read finds
+	// it gone at once.
+	c.withTTL = sw.Hold
+	if c.withTTL {
+		return counterReads{}
+	}
 	return &redisread.IntReads{}
 }
 
 func (c *counter) Apply(sw *Sweep, k Key) {
-	if sw.Hold {
-		c.held[k.Hash] = counterHeld{user: k.UserHash, value: k.Read.Value, gen: c.gen}
+	switch {
+	case !sw.Hold:
+	case !c.withTTL || k.Read.PTTL == pttlUnknown:
+		delete(c.held, k.Hash)
+	default:
+		c.held[k.Hash] = counterHeld{user: k.UserHash, value: k.Read.Value, expiry: expiryOf(k.Read.PTTL, sw.Now), gen: c.gen}
 	}
 	c.apply(sw, k.UserHash, k.User, k.Read.Value)
 }
@@ -52,7 +74,8 @@ func (c *counter) Held(h uint64) bool { _, ok := c.held[h]; return ok }
 
 func (c *counter) Forget(h uint64) { delete(c.held, h) }
 
-// Replay: a counter's value changes only by writes.
+// Replay: a counter's value changes only by writes; a held expiry
+// already passed is a key gone.
 func (c *counter) Replay(sw *Sweep) int {
 	n := 0
 	for h, e := range c.held {
@@ -60,6 +83,10 @@ func (c *counter) Replay(sw *Sweep) int {
 			continue
 		}
 		if _, ok := sw.Carry[uint32(h)]; ok {
+			continue
+		}
+		if _, ok := remaining(e.expiry, sw.Now); !ok {
+			delete(c.held, h)
 			continue
 		}
 		e.gen = c.gen
@@ -93,3 +120,52 @@ func (c *counter) Publish(f *snapshot.Family) {
 }
 
 func (c *counter) UserExtra(string) []snapshot.Value { return nil }
+
+// counterReads reads a counter held for replay: GET and PTTL, pipelined.
+// A PTTL the ACL refuses leaves the key unheld (pttlUnknown), read every
+// sweep, rather than failing the sweep of an ACL written for GET alone.
+type counterReads struct{}
+
+func (counterReads) Read(ctx context.Context, c redis.Cmdable, keys []string, reads []redisread.KeyRead) error {
+	pipe := c.Pipeline()
+	gets := make([]*redis.StringCmd, len(keys))
+	ttls := make([]*redis.DurationCmd, len(keys))
+	for i, k := range keys {
+		gets[i] = pipe.Get(ctx, k)
+		ttls[i] = pipe.PTTL(ctx, k)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, k := range keys {
+		r := &reads[i]
+		r.Key = k
+		v, err := gets[i].Result()
+		if err != nil {
+			if err := r.Judge(err); err != nil {
+				return err
+			}
+			continue
+		}
+		switch d, err := ttls[i].Result(); {
+		case err == nil:
+			r.PTTL = redisread.PTTLMillis(d)
+		case refused(err):
+			r.PTTL = pttlUnknown
+		default:
+			if err := r.Judge(err); err != nil {
+				return err
+			}
+			continue
+		}
+		if r.PTTL == -2 {
+			r.Status = redisread.Gone
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			r.SkipAs(redisread.SkipBadValue)
+			continue
+		}
+		r.Value = n
+	}
+	return nil
+}

@@ -7,8 +7,12 @@
 package kind
 
 import (
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
@@ -29,8 +33,9 @@ type Sweep struct {
 	// Carry holds the keys that could not be read in this sweep: what
 	// they held is kept, not ended.
 	Carry track.Carry
-	// Hold is set when the family replays unwritten keys (Replayer): the
-	// kind keeps what it needs of each key it applies. Without it a
+	// Hold is set when the family replays unwritten keys (Replayer), and
+	// before Begin, which may read more of each key for it (its expiry):
+	// the kind keeps what it needs of each key it applies. Without it a
 	// Replayer holds nothing it would not track anyway.
 	Hold bool
 }
@@ -107,6 +112,22 @@ func remaining(expiry, now int64) (int64, bool) {
 		return -1, true
 	}
 	return expiry - now, expiry > now
+}
+
+// pttlUnknown is a PTTL the ACL did not let the exporter read (a kind
+// that reads it only to replay its keys: counter, list). Such a key is
+// not held, and so read every sweep.
+const pttlUnknown = -3
+
+// refused reports whether err is the ACL refusing a command outright
+// (not one key).
+func refused(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	m := strings.TrimPrefix(re.Error(), "ERR ")
+	return strings.HasPrefix(m, "NOPERM") && !strings.Contains(m, " key")
 }
 
 // expiryOf is a read's PTTL as a Redis time (ms), -1 without expiry.

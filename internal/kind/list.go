@@ -2,6 +2,7 @@ package kind
 
 import (
 	"context"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
@@ -14,7 +15,10 @@ import (
 
 // A list is a queue: producers push at one end, consumers pop at the
 // other (pop_side, right by default for LPUSH + BRPOP or BLMOVE ... RIGHT).
-// It reads LLEN and LINDEX of the pop side (listReads). The element is
+// It reads LLEN and LINDEX of the pop side (listReads), and PTTL when it
+// holds queues to replay them (a held queue whose TTL ran out is gone,
+// as a full read would find it, before Redis gets round to deleting it
+// and client tracking names it). The element is
 // hashed as it arrives and never kept; LINDEX still sends it whole, so a
 // queue of megabyte jobs costs a megabyte per queue per sweep to read.
 //
@@ -51,12 +55,15 @@ type list struct {
 	last    listGauges
 	held    map[uint64]listHeld
 	gen     uint32
+	// withTTL: this sweep reads PTTL, for the expiry of the keys held.
+	withTTL bool
 }
 
 type listHeld struct {
 	user   uint64
 	length int64
 	head   uint64
+	expiry int64 // Redis ms; -1 none
 	gen    uint32
 }
 
@@ -82,17 +89,22 @@ func (t *list) Limits() track.Limits {
 	return track.Limits{Limit: t.limit, OverLimitIsAnomaly: true}
 }
 
-func (t *list) Begin(*Sweep) redisread.Reads {
+func (t *list) Begin(sw *Sweep) redisread.Reads {
 	t.heads.Begin()
 	t.cur = listGauges{waits: map[uint64]int64{}}
 	t.gen++
-	return &listReads{left: t.left}
+	t.withTTL = sw.Hold
+	return &listReads{left: t.left, withTTL: t.withTTL}
 }
 
 func (t *list) Apply(sw *Sweep, k Key) {
 	head, _ := k.Read.Extra.(uint64)
-	if sw.Hold {
-		t.held[k.Hash] = listHeld{user: k.UserHash, length: k.Read.Value, head: head, gen: t.gen}
+	switch {
+	case !sw.Hold:
+	case !t.withTTL || k.Read.PTTL == pttlUnknown:
+		delete(t.held, k.Hash)
+	default:
+		t.held[k.Hash] = listHeld{user: k.UserHash, length: k.Read.Value, head: head, expiry: expiryOf(k.Read.PTTL, sw.Now), gen: t.gen}
 	}
 	t.apply(sw, k.Hash, k.UserHash, k.User, k.Read.Value, head)
 }
@@ -102,7 +114,8 @@ func (t *list) Held(h uint64) bool { _, ok := t.held[h]; return ok }
 func (t *list) Forget(h uint64) { delete(t.held, h) }
 
 // Replay: a queue's length and head change only by writes (a pop, a
-// push, a move); the head's wait grows with time.
+// push, a move); the head's wait grows with time; a held expiry already
+// passed is a queue gone.
 func (t *list) Replay(sw *Sweep) int {
 	n := 0
 	for h, e := range t.held {
@@ -110,6 +123,10 @@ func (t *list) Replay(sw *Sweep) int {
 			continue
 		}
 		if _, ok := sw.Carry[uint32(h)]; ok {
+			continue
+		}
+		if _, ok := remaining(e.expiry, sw.Now); !ok {
+			delete(t.held, h)
 			continue
 		}
 		e.gen = t.gen
@@ -154,11 +171,11 @@ func (t *list) UserExtra(user string) []snapshot.Value {
 }
 
 // listReads reads a queue's length and the element at its pop side:
-// LLEN, and LINDEX -1 (right) or 0 (left), pipelined. KeyRead.Value is the
-// length, Extra the xxhash of the next element (a uint64). A list emptied
-// between the two reads is gone.
+// LLEN, and LINDEX -1 (right) or 0 (left), pipelined, and with withTTL
+// PTTL. KeyRead.Value is the length, Extra the xxhash of the next element
+// (a uint64). A list emptied between the reads is gone.
 type listReads struct {
-	left bool
+	left, withTTL bool
 }
 
 func (l *listReads) Read(ctx context.Context, c redis.Cmdable, keys []string, reads []redisread.KeyRead) error {
@@ -169,9 +186,16 @@ func (l *listReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 	pipe := c.Pipeline()
 	lens := make([]*redis.IntCmd, len(keys))
 	heads := make([]*redis.StringCmd, len(keys))
+	var ttls []*redis.DurationCmd
+	if l.withTTL {
+		ttls = make([]*redis.DurationCmd, len(keys))
+	}
 	for i, k := range keys {
 		lens[i] = pipe.LLen(ctx, k)
 		heads[i] = pipe.LIndex(ctx, k, index)
+		if l.withTTL {
+			ttls[i] = pipe.PTTL(ctx, k)
+		}
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, k := range keys {
@@ -182,6 +206,17 @@ func (l *listReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 		if err == nil {
 			head, err = heads[i].Result()
 		}
+		if err == nil && l.withTTL {
+			// A PTTL the ACL refuses leaves the queue unheld, read
+			// every sweep, rather than failing the sweep.
+			var d time.Duration
+			switch d, err = ttls[i].Result(); {
+			case err == nil:
+				r.PTTL = redisread.PTTLMillis(d)
+			case refused(err):
+				r.PTTL, err = pttlUnknown, nil
+			}
+		}
 		if err != nil {
 			// redis.Nil from LINDEX: no element, no list.
 			if err := r.Judge(err); err != nil {
@@ -189,7 +224,7 @@ func (l *listReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 			}
 			continue
 		}
-		if n == 0 {
+		if n == 0 || l.withTTL && r.PTTL == -2 {
 			r.Status = redisread.Gone
 			continue
 		}

@@ -33,8 +33,6 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []redisre
 		// read everything.
 		st.synced = nil
 	}
-	run.replayer = rp
-	run.Hold = true
 	epochs := make(map[string]int, len(nodes))
 	changed := make(map[string][]string, len(nodes))
 	full := len(st.synced) != len(nodes)
@@ -50,7 +48,16 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []redisre
 			full = true
 		}
 	}
-	st.pendingSync = epochs
+	// The feed has handed these keys over and names them no more: until
+	// this sweep has read them all, the family is in sync with nothing.
+	// A sweep that fails or is cut off, by a timeout or a reload that
+	// keeps the feed, leaves the next one to read everything.
+	st.pendingSync, st.synced = epochs, nil
+	// Only now that every node tracks: without tracking the next sweep
+	// reads everything again, and the kinds need not hold (nor read the
+	// more that holding takes, a PTTL the ACL may not grant).
+	run.replayer = rp
+	run.Hold = true
 	if full {
 		clear(st.volatile)
 		return

@@ -92,10 +92,19 @@ func sameFigures(t *testing.T, when string, full, changed map[string]float64) {
 // and counting leases and rate windows down, with keys expiring by TTL
 // without any write, after a flush, and after the tracking connection is
 // killed.
+//
+// Redis's active expiry is off: a key past its expiry stays in memory, and
+// no invalidation names it, until something touches it, as happens on a
+// loaded server whose expiry cycle lags behind. A full read finds it gone
+// (reading it deletes it); the change-driven exporter must drop it by its
+// expiry, whatever the kind.
 func TestChangesSameAsFullRead(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Start(t, "--enable-debug-command", "local")
 	rc := srv.Client()
 	ctx := context.Background()
+	if err := rc.Do(ctx, "DEBUG", "SET-ACTIVE-EXPIRE", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
 	full := exportertest.New(t, rc, everyKind(srv.Addr, "track_changes: false"))
 	changed := exportertest.New(t, rc, everyKind(srv.Addr, "track_changes: true"))
 	scanned := func(h *exportertest.Harness) float64 {
@@ -125,12 +134,16 @@ func TestChangesSameAsFullRead(t *testing.T) {
 			must(rc.ZAdd(ctx, "s:"+u, redis.Z{Score: float64(n + 5000), Member: "h1"},
 				redis.Z{Score: float64(n + 9000 + int64(i%3)*100), Member: "h2"}).Err())
 			must(rc.PExpire(ctx, "s:"+u, 20*time.Second).Err())
-			must(rc.Set(ctx, "c:"+u, i%5-1, 0).Err())
-			must(rc.Set(ctx, "r:"+u, i%7, 1800*time.Millisecond).Err())
-			// Leases gone by the 3s checkpoint, by the 7s one, or never.
+			// Leases, and counters' and queues' keys, gone by the 3s
+			// checkpoint, by the 7s one, or never.
 			lease := []time.Duration{2 * time.Second, 5 * time.Second, 12 * time.Second, 0}[i%4]
+			must(rc.Set(ctx, "c:"+u, i%5-1, lease).Err())
+			must(rc.Set(ctx, "r:"+u, i%7, 1800*time.Millisecond).Err())
 			must(rc.Set(ctx, "l:"+u, "token-"+u, lease).Err())
 			must(rc.RPush(ctx, "q:"+u, "job-a"+u, "job-b"+u).Err())
+			if lease > 0 {
+				must(rc.PExpire(ctx, "q:"+u, lease).Err())
+			}
 			must(rc.XAdd(ctx, &redis.XAddArgs{Stream: "x:" + u, Values: []string{"k", "v"}}).Err())
 			must(rc.XGroupCreate(ctx, "x:"+u, "g", "0").Err())
 		}
@@ -180,9 +193,9 @@ func TestChangesSameAsFullRead(t *testing.T) {
 	// Time alone: members go stale, rate windows and leases run out and
 	// their keys expire without a write; queue heads wait past max_wait.
 	at(3000)
-	check("h1 stale, rate windows and short leases gone, queues stalled")
+	check("h1 stale, rate windows, short leases, counters and queues gone, queues stalled")
 	at(7000)
-	check("h1 expired, h2 stale, 5s leases gone")
+	check("h1 expired, h2 stale, 5s leases, counters and queues gone")
 
 	// A flush: one invalidation with no key.
 	must(rc.FlushAll(ctx).Err())
@@ -263,4 +276,105 @@ func redisNowMs(t testing.TB, rc redis.Cmdable) int64 {
 		t.Fatal(err)
 	}
 	return tm.UnixMilli()
+}
+
+// TestChangedSweepCutOffReturns: a change-driven sweep reads the changed
+// keys on each node and, in a reader of their own, the keys read every
+// sweep (here strings under a list family's pattern, skipped). When the
+// sweep is cut off while both are reading, both fail; the sweep must
+// still return, with the error, and the next one read everything again.
+func TestChangedSweepCutOffReturns(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	yaml := redisproc.Config{
+		Addr: srv.Addr,
+		// A key budget of 100 keys/s keeps both readers waiting for a
+		// second or two, long enough to cut them off in the middle.
+		Sampling: []string{"interval: 1s", "track_changes: true", "redis_cpu_share: 0", "max_keys_per_second: 100"},
+		Families: []redisproc.Family{{Name: "queue", Kind: "list", Match: "q:*", Extra: []string{"max_wait: 1m"}}},
+	}.YAML()
+	h := exportertest.New(t, rc, yaml)
+	for i := range 100 {
+		if err := rc.Set(ctx, fmt.Sprintf("q:{s%03d}", i), "not a list", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rc.RPush(ctx, "q:{a}", "job").Err(); err != nil {
+		t.Fatal(err)
+	}
+	h.Sweep() // a full read: 101 keys in about a second
+	for i := range 100 {
+		if err := rc.RPush(ctx, fmt.Sprintf("q:{n%03d}", i), "job").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The budget's burst is spent by now: this sweep reads 100 changed
+	// keys and 100 skipped ones at 100 keys/s, and is cut off after 300ms.
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- h.Sweeper.SweepOnce(cctx) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a sweep cut off after 300ms of 2s of reads returned no error")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a change-driven sweep cut off while its readers waited never returned")
+	}
+	h.Sweep()
+	if got := h.Metrics()[`slot_queue_items{family="queue"}`]; got != 101 {
+		t.Errorf("slot_queue_items = %v after the sweep that followed, want 101", got)
+	}
+}
+
+// TestChangesWithoutPTTL: counters and queues read PTTL only to replay
+// their keys, for their expiry. An ACL written for their reads alone
+// (GET; LLEN, LINDEX) but granting change tracking does not fail their
+// sweeps: their keys are read every sweep, as without tracking.
+func TestChangesWithoutPTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "exporter", "on", ">pw", "%R~*", "resetchannels", "&__redis__:invalidate", "-@all",
+		"+scan", "+time", "+info", "+get", "+llen", "+lindex", "+client|id", "+client|tracking", "+subscribe", "+ping").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		u := fmt.Sprintf("{u%d}", i)
+		if err := admin.Set(ctx, "c:"+u, i, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.RPush(ctx, "q:"+u, "job").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	narrow := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "exporter", Password: "pw", DisableIdentity: true})
+	t.Cleanup(func() { _ = narrow.Close() })
+	h := exportertest.New(t, narrow, redisproc.Config{
+		Addr:     srv.Addr,
+		Sampling: []string{"interval: 1s", "track_changes: true", "redis_cpu_share: 0"},
+		Families: []redisproc.Family{
+			{Name: "legacy", Kind: "counter", Match: "c:*", Limit: 3},
+			{Name: "queue", Kind: "list", Match: "q:*", Extra: []string{"max_wait: 1m"}},
+		},
+	}.YAML())
+	for range 3 {
+		h.Sweep()
+	}
+	if err := admin.Incr(ctx, "c:{u0}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	h.Sweep()
+	exportertest.Expect(t, h.Metrics(), map[string]float64{
+		`slot_users_active{family="legacy"}`: 5, // u0 at 0, then INCRed
+		`slot_queue_items{family="queue"}`:   5,
+		// Every key, every sweep.
+		`slot_exporter_keys_scanned_total{family="legacy"}`: 20,
+		`slot_exporter_keys_scanned_total{family="queue"}`:  20,
+	})
+	if log, err := admin.Do(ctx, "ACL", "LOG").Slice(); err != nil || len(log) == 0 {
+		t.Fatalf("ACL LOG %v, %v: the test's ACL refused no PTTL, it proves nothing", log, err)
+	}
 }

@@ -69,6 +69,9 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 	if len(nodes) > 1 || start != nil {
 		run.seenKeys = make(map[uint64]struct{})
 	}
+	// Before Begin: a kind that holds keys to replay them reads what it
+	// needs of each (their expiry) only then.
+	f.planChanges(ctx, run, nodes)
 	run.reads = st.tracker.Begin(&run.Sweep)
 	run.plan = &redisread.Plan{Match: f.cfg.Match, ScanCount: int64(f.sampling.ScanCount), Budget: st.budget,
 		Reads: run.reads, Shard: f.s.shard}
@@ -84,7 +87,6 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 		defer p.active.Add(-1)
 	}
 	st.floor.Begin()
-	f.planChanges(ctx, run, nodes)
 	if run.changed != nil && run.seenKeys == nil {
 		// Keys named by the feed, re-read as volatile and met by the
 		// reconciliation can overlap.
@@ -92,7 +94,10 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 	}
 
 	out := make(chan []redisread.KeyRead, 2*len(nodes))
-	errc := make(chan error, len(nodes))
+	// One slot per reader, the volatile keys' included: when one fails it
+	// cancels the others, which fail too, and a reader that could not
+	// hand its error over would never let the sweep end.
+	errc := make(chan error, len(nodes)+1)
 	var wg sync.WaitGroup
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
