@@ -32,6 +32,7 @@ import (
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/buildinfo"
 	"github.com/slotexporter/slot_exporter/internal/demo"
+	"github.com/slotexporter/slot_exporter/internal/gctarget"
 	"github.com/slotexporter/slot_exporter/internal/release"
 	"github.com/slotexporter/slot_exporter/internal/web"
 	"github.com/slotexporter/slot_exporter/redisconn"
@@ -49,6 +50,7 @@ func main() {
 // run is the whole program; it returns the exit code. It stops when ctx is
 // done.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	gctarget.Apply()
 	app := kingpin.New(name, "Prometheus exporter and leak detector for crash-safe limits kept in Redis.")
 	app.UsageWriter(stderr)
 	app.ErrorWriter(stderr)

@@ -24,6 +24,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slotexporter/slot_exporter/internal/gctarget"
 )
 
 type opts struct {
@@ -88,6 +90,8 @@ func main() {
 	log.SetFlags(log.Ltime)
 	log.SetPrefix("bench: ")
 	if w.role != "" {
+		// The exporter's garbage collector target, as the binary sets it.
+		gctarget.Apply()
 		w.runs, w.churn = o.runs, o.churn
 		if err := runWorker(&w); err != nil {
 			log.Fatalf("worker %s: %v", w.role, err)

@@ -216,7 +216,7 @@ func (rep *report) markdown() string {
 			mb(mm.HeapAlloc), float64(mm.HeapAlloc)/float64(t), mb(r.Sweep.Trackers.Members), mb(r.Sweep.Trackers.Users),
 			mb(mm.RSS), float64(mm.RSS)/float64(t), mb(mm.HWM), secs(r.Sweep.First.GoCPU))
 	}
-	p("\n\"Of which\" columns: each tracker built alone, in the same process, with the same number of members or users. RSS is above the live heap because the Go runtime keeps freed memory for reuse (GOGC 100 lets the heap grow to twice the live heap between collections) and returns it to the OS only lazily.\n\n")
+	p("\n\"Of which\" columns: each tracker built alone, in the same process, with the same number of members or users. RSS is above the live heap because the Go runtime keeps freed memory for reuse (the exporter's GOGC of 50, internal/gctarget, lets the heap grow to 1.5 times the live heap between collections) and returns it to the OS only lazily.\n\n")
 
 	p("## /metrics\n\n")
 	p("| sets | median | max | gzip body | plain body | samples | per-user samples | users dropped by the cap |\n")
