@@ -36,7 +36,9 @@ import (
 //
 // Before the keys of a sweep are handed out, a PING on the subscribed
 // connection is answered: every invalidation of a write that Redis
-// executed before the sweep started has been received by then.
+// executed before the sweep started has been received by then. Families
+// sweep at once: each PING carries its own token, and each waits for the
+// answer to its own.
 type ChangeFeed struct {
 	logger   *slog.Logger
 	fams     []*feedFamily
@@ -137,8 +139,11 @@ type feedNode struct {
 	addr       string
 	track, sub *respConn
 	wmu        sync.Mutex // writes to sub
-	pong       chan struct{}
 	done       chan struct{}
+	// pings are the barriers waiting for their PING's answer, by token.
+	pingMu sync.Mutex
+	pingN  uint64
+	pings  map[string]chan struct{}
 
 	mu     sync.Mutex
 	epoch  int
@@ -257,7 +262,7 @@ func (f *ChangeFeed) connect(ctx context.Context, n Node) (*feedNode, error) {
 	if _, err := track.call(ctx, args...); err != nil {
 		return fail(fmt.Errorf("CLIENT TRACKING: %w", err))
 	}
-	fn := &feedNode{addr: n.Addr, track: track, sub: sub, pong: make(chan struct{}, 1), done: make(chan struct{}),
+	fn := &feedNode{addr: n.Addr, track: track, sub: sub, pings: map[string]chan struct{}{}, done: make(chan struct{}),
 		epoch: nextEpoch(), dirty: map[string]map[string]struct{}{}}
 	for _, fam := range f.fams { // f.mu is held by node
 		fn.dirty[fam.name] = map[string]struct{}{}
@@ -283,10 +288,15 @@ func (f *ChangeFeed) receive(fn *feedNode) {
 		kind, _ := msg[0].(string)
 		switch kind {
 		case "pong":
-			select {
-			case fn.pong <- struct{}{}:
-			default:
+			// Answers come in order: the invalidations of every write
+			// before this PING have been read.
+			tok, _ := msg[1].(string)
+			fn.pingMu.Lock()
+			if ch, ok := fn.pings[tok]; ok {
+				close(ch)
+				delete(fn.pings, tok)
 			}
+			fn.pingMu.Unlock()
 		case "message":
 			if len(msg) < 3 {
 				continue
@@ -342,15 +352,24 @@ func (f *ChangeFeed) keepAlive(fn *feedNode) {
 }
 
 // barrier waits until Redis has answered a PING on the subscribed
-// connection: the invalidations of every write before it are in.
+// connection: the invalidations of every write before it are in. The
+// PING carries a token of its own: another caller's answer, received
+// while this one waits, is not this one's.
 func (fn *feedNode) barrier(ctx context.Context) error {
-	select {
-	case <-fn.pong: // a stale one
-	default:
-	}
+	fn.pingMu.Lock()
+	fn.pingN++
+	tok := "b" + strconv.FormatUint(fn.pingN, 10)
+	answered := make(chan struct{})
+	fn.pings[tok] = answered
+	fn.pingMu.Unlock()
+	defer func() {
+		fn.pingMu.Lock()
+		delete(fn.pings, tok)
+		fn.pingMu.Unlock()
+	}()
 	fn.wmu.Lock()
 	fn.sub.wbuf = fn.sub.wbuf[:0]
-	fn.sub.cmd("PING")
+	fn.sub.cmd("PING", tok)
 	_, err := fn.sub.nc.Write(fn.sub.wbuf)
 	fn.wmu.Unlock()
 	if err != nil {
@@ -359,7 +378,7 @@ func (fn *feedNode) barrier(ctx context.Context) error {
 	t := time.NewTimer(5 * time.Second)
 	defer t.Stop()
 	select {
-	case <-fn.pong:
+	case <-answered:
 		return nil
 	case <-fn.done:
 		return errors.New("connection lost")
