@@ -110,8 +110,9 @@ type Sampling struct {
 	FullScanInterval time.Duration `yaml:"full_scan_interval"`
 	// TrackChanges reads only the keys written since their last read
 	// (Redis client tracking), and advances the others with time from
-	// what was read. Default false (every key every sweep): it is opt-in
-	// until it has run in production as long as the full read has.
+	// what was read. Default true; false reads every key every sweep.
+	// Where tracking is unavailable (a cluster, Redis before 6, an ACL
+	// without its commands) every key is read anyway.
 	TrackChanges bool `yaml:"track_changes"`
 	// RedisCPUShare is the share of one Redis core the exporter may add,
 	// measured from INFO cpu; reads are paced toward it. Default 0.1; 0

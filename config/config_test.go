@@ -170,7 +170,7 @@ func TestGoodDefaults(t *testing.T) {
 			MaxMembersPerKey: 1000,
 			Discovery:        DiscoveryScan,
 			FullScanInterval: 5 * time.Minute,
-			TrackChanges:     false,
+			TrackChanges:     true,
 			RedisCPUShare:    0.1,
 			ShardCount:       1,
 		},

@@ -21,7 +21,7 @@ const (
 	DefaultMaxMembersPerKey   = 1000
 	DefaultDiscovery          = DiscoveryScan
 	DefaultFullScanInterval   = 5 * time.Minute
-	DefaultTrackChanges       = false
+	DefaultTrackChanges       = true
 	DefaultRedisCPUShare      = 0.1
 	DefaultFloorWindow        = 30 * time.Minute
 	DefaultPerUserSeries      = 500
