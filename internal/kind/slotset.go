@@ -6,6 +6,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/keytable"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
 	"github.com/slotexporter/slot_exporter/internal/track"
@@ -33,10 +34,9 @@ type slotSet struct {
 
 	// held is what the last read of each key found, to replay it; the
 	// members of every held key are back to back in slab.
-	held    map[uint64]slotHeld
-	slab    []redisread.Member
-	garbage int // members in slab no key refers to any more
-	gen     uint32
+	held keytable.Table[slotHeld]
+	slab memberSlab
+	gen  uint32
 }
 
 // slotHeld is 32 bytes without pointers: at a million keys the held
@@ -44,30 +44,35 @@ type slotSet struct {
 type slotHeld struct {
 	user   uint64
 	expiry int64 // Redis ms; -1 none
-	off, n uint32
+	ref    slabRef
+	n      uint32
 	gen    uint32
 }
 
 func (t *slotSet) drop(h uint64) {
-	if e, ok := t.held[h]; ok {
-		t.garbage += int(e.n)
-		delete(t.held, h)
+	if i := t.held.Find(h); i >= 0 {
+		t.dropAt(i)
 	}
+}
+
+// dropAt forgets held entry i; the last entry takes its number.
+func (t *slotSet) dropAt(i int) {
+	_, e := t.held.At(i)
+	t.slab.drop(int(e.n))
+	t.held.DeleteAt(i)
 }
 
 // compact rewrites the slab once most of it is garbage.
 func (t *slotSet) compact() {
-	if t.garbage < 1<<16 || t.garbage < len(t.slab)/2 {
+	if !t.slab.wasteful() {
 		return
 	}
-	slab := make([]redisread.Member, 0, len(t.slab)-t.garbage)
-	for h, e := range t.held {
-		off := uint32(len(slab))
-		slab = append(slab, t.slab[e.off:e.off+e.n]...)
-		e.off = off
-		t.held[h] = e
+	old := t.slab
+	t.slab = memberSlab{}
+	for i := range t.held.Len() {
+		_, e := t.held.At(i)
+		e.ref, _ = t.slab.add(old.get(e.ref, e.n))
 	}
-	t.slab, t.garbage = slab, 0
 }
 
 type slotSetGauges struct {
@@ -83,7 +88,6 @@ func newSlotSet(f *config.Family, s *config.Sampling) Tracker {
 		limit:      int64(f.Limit),
 		members:    track.NewMemberTracker(),
 		holds:      newHolds(),
-		held:       map[uint64]slotHeld{},
 	}
 	return t
 }
@@ -131,15 +135,15 @@ var rangeStates = [redisread.NumRanges]track.MemberState{
 func (t *slotSet) Apply(sw *Sweep, k Key) {
 	t.drop(k.Hash)
 	if sw.Hold && !k.Read.Oversized {
-		off := uint32(len(t.slab))
-		t.slab = append(t.slab, k.Read.Members...)
-		t.held[k.Hash] = slotHeld{user: k.UserHash, expiry: expiryOf(k.Read.PTTL, sw.Now),
-			off: off, n: uint32(len(k.Read.Members)), gen: t.gen}
+		if ref, ok := t.slab.add(k.Read.Members); ok {
+			*t.held.Put(k.Hash) = slotHeld{user: k.UserHash, expiry: expiryOf(k.Read.PTTL, sw.Now),
+				ref: ref, n: uint32(len(k.Read.Members)), gen: t.gen}
+		}
 	}
 	t.apply(sw, k)
 }
 
-func (t *slotSet) Held(h uint64) bool { _, ok := t.held[h]; return ok }
+func (t *slotSet) Held(h uint64) bool { return t.held.Find(h) >= 0 }
 
 func (t *slotSet) Forget(h uint64) { t.drop(h) }
 
@@ -147,7 +151,9 @@ func (t *slotSet) Forget(h uint64) { t.drop(h) }
 // zombie age and the user's used follow from the score held.
 func (t *slotSet) Replay(sw *Sweep) int {
 	n := 0
-	for h, e := range t.held {
+	var kr redisread.KeyRead
+	for i := 0; i < t.held.Len(); i++ {
+		h, e := t.held.At(i)
 		if e.gen == t.gen {
 			continue
 		}
@@ -156,12 +162,12 @@ func (t *slotSet) Replay(sw *Sweep) int {
 		}
 		pttl, ok := remaining(e.expiry, sw.Now)
 		if !ok {
-			t.drop(h)
+			t.dropAt(i)
+			i--
 			continue
 		}
 		e.gen = t.gen
-		t.held[h] = e
-		kr := redisread.KeyRead{Status: redisread.OK, PTTL: pttl, At: sw.Now, Members: t.slab[e.off : e.off+e.n : e.off+e.n]}
+		kr = redisread.KeyRead{Status: redisread.OK, PTTL: pttl, At: sw.Now, Members: t.slab.get(e.ref, e.n)}
 		t.apply(sw, Key{Read: &kr, Hash: h, UserHash: e.user})
 		n++
 	}
@@ -231,12 +237,14 @@ func (t *slotSet) End(sw *Sweep, lost, deferEnds bool) Ended {
 	e := t.members.SweepJudgedAt(sw.Now, sw.ReadBy, sw.Carry, lost, &t.rules)
 	t.holds.end(e)
 	t.last = t.cur
-	for h, e := range t.held {
+	for i := 0; i < t.held.Len(); i++ {
+		h, e := t.held.At(i)
 		if e.gen == t.gen {
 			continue
 		}
 		if _, ok := sw.Carry[uint32(h)]; !ok {
-			t.drop(h)
+			t.dropAt(i)
+			i--
 		}
 	}
 	t.compact()
