@@ -98,14 +98,23 @@ const quietKeys = 50
 
 // apply sets the limiter from the share and the cost. Called with mu.
 func (p *cpuPacer) apply() {
-	if p.quiet {
-		p.limiter.SetLimit(rate.Limit(1))
-		p.limiter.SetBurst(1)
-		return
-	}
 	r := p.share / p.cost
 	p.limiter.SetLimit(rate.Limit(r))
 	p.limiter.SetBurst(burstOf(r))
+}
+
+// hold stops the reads for a second from now by putting the limiter a
+// second's worth of keys in debt: reads wait for the debt to be paid and
+// then go on at the full rate. Lowering the rate instead (to 1 key/s, as
+// it once did) left every wait reserved during the hold sleeping at that
+// rate long after it: with a few readers queued, sweeps overran by
+// seconds or missed their deadline. Called with mu.
+func (p *cpuPacer) hold(now time.Time) {
+	n := max(int(float64(p.limiter.Limit())*time.Second.Seconds()), 1)
+	b := p.limiter.Burst()
+	p.limiter.SetBurstAt(now, n)
+	p.limiter.ReserveN(now, n)
+	p.limiter.SetBurstAt(now, b)
 }
 
 // KeysPerSecond is the key rate the pacer allows now.
@@ -177,10 +186,9 @@ func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger) {
 	switch {
 	case p.quiet:
 		p.quiet = false
-		p.apply()
 	case s.readers && s.at.Sub(p.lastQuiet) >= quietEvery:
 		p.quiet = true
-		p.apply()
+		p.hold(s.at)
 	}
 }
 

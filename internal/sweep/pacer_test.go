@@ -27,10 +27,9 @@ func drive(p *cpuPacer, seconds int, cost float64, base func(sec int) float64) f
 		switch {
 		case p.quiet:
 			p.quiet = false
-			p.apply()
 		case at.Sub(p.lastQuiet) >= quietEvery:
 			p.quiet = true
-			p.apply()
+			p.hold(at)
 		}
 		p.mu.Unlock()
 		if sec >= 20 && !p.quiet {
@@ -75,5 +74,32 @@ func TestPacerWithstandsNoise(t *testing.T) {
 		if got := p.KeysPerSecond(); got < 0.5*want || got > 2*want {
 			t.Errorf("seed %d: after 5 minutes of a noisy load the pacer allows %.0f keys/s; the share allows %.0f", seed, got, want)
 		}
+	}
+}
+
+// TestPacerHoldLastsASecond: reads asked for during the hold wait for its
+// end and then go on at the pace, not at the hold's own rate.
+func TestPacerHoldLastsASecond(t *testing.T) {
+	p := newCPUPacer(0.1) // 25,000 keys/s at the prior cost
+	now := time.Now()
+	p.mu.Lock()
+	p.hold(now)
+	p.mu.Unlock()
+	burst := p.limiter.Burst()
+	var last time.Duration
+	for i := range 20 {
+		r := p.limiter.ReserveN(now, burst)
+		if !r.OK() {
+			t.Fatalf("reservation %d refused", i)
+		}
+		d := r.DelayFrom(now)
+		if i == 0 && (d < 900*time.Millisecond || d > 1100*time.Millisecond) {
+			t.Fatalf("the first read after the hold waits %v, want about 1s", d)
+		}
+		last = d
+	}
+	// 19 more bursts of 10 ms each at the pace: 190 ms after the hold.
+	if last > 1400*time.Millisecond {
+		t.Errorf("20 bursts after the hold wait %v: the hold's rate outlived it", last)
 	}
 }
