@@ -320,7 +320,7 @@ var aclCommands = []struct {
 	{"zcount", []string{"streams"}}, // oversized sets only
 	{"get", []string{"legacy"}},
 	{"info", nil}, // restart detection; see the INFO sub-test
-	// Change tracking (sampling.track_changes, opt-in): two
+	// Change tracking (sampling.track_changes, on by default): two
 	// connections of its own, one subscribed to the invalidation channel
 	// (which needs &__redis__:invalidate), one with CLIENT TRACKING
 	// redirected to it, kept alive with PING. Without them sweeps read
