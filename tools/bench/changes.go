@@ -24,8 +24,8 @@ import (
 	"github.com/slotexporter/slot_exporter/redisconn"
 )
 
-// The change-driven run: the exporter with client tracking on and its
-// default pace (10% of a Redis core, sampling.interval 5s) against the
+// The change-driven run: the exporter with its defaults, client tracking
+// on and the pace (10% of a Redis core, sampling.interval 5s) against the
 // 1M-set server while an application writes a share of the sets every
 // interval, next to the full read of every key every interval as it was
 // before (track_changes: false, no pace). For each situation, two phases of
@@ -68,12 +68,9 @@ func changeConfig(addr string, full bool) string {
 	t := benchTiming
 	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 	samp := []string{"interval: " + changeInterval.String(), "timeout: 5m", "window: 1m"}
+	// Otherwise the defaults: track_changes on, the pace at 10% of a core.
 	if full {
 		samp = append(samp, "track_changes: false", "redis_cpu_share: 0")
-	} else {
-		// Opt-in (sampling.track_changes defaults to false); the pace is
-		// the default, 10% of a core.
-		samp = append(samp, "track_changes: true")
 	}
 	return redisproc.Config{
 		Addr:     addr,
@@ -263,7 +260,7 @@ func workerChanges(o *workerOpts) error {
 		scen = append(scen, full)
 	}
 	for _, f := range fracs {
-		scen = append(scen, changeScenario{Name: fmt.Sprintf("track_changes: true, default pace, %g%% of sets written per interval", f*100), Frac: f})
+		scen = append(scen, changeScenario{Name: fmt.Sprintf("default settings (track_changes on, paced to 10%% of a core), %g%% of sets written per interval", f*100), Frac: f})
 	}
 	for i := range scen {
 		sc := &scen[i]
