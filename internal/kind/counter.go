@@ -145,12 +145,7 @@ func (counterReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 			}
 			continue
 		}
-		switch d, err := ttls[i].Result(); {
-		case err == nil:
-			r.PTTL = redisread.PTTLMillis(d)
-		case refused(err):
-			r.PTTL = pttlUnknown
-		default:
+		if r.PTTL, err = heldPTTL(ttls[i]); err != nil {
 			if err := r.Judge(err); err != nil {
 				return err
 			}

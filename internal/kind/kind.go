@@ -119,6 +119,21 @@ func remaining(expiry, now int64) (int64, bool) {
 // not held, and so read every sweep.
 const pttlUnknown = -3
 
+// heldPTTL is the answer to a PTTL read only to hold a key (counter,
+// list): one the ACL refuses is pttlUnknown rather than an error, so the
+// key is read every sweep instead of failing the sweep of an ACL written
+// for the kind's own commands.
+func heldPTTL(cmd *redis.DurationCmd) (int64, error) {
+	d, err := cmd.Result()
+	switch {
+	case err == nil:
+		return redisread.PTTLMillis(d), nil
+	case refused(err):
+		return pttlUnknown, nil
+	}
+	return 0, err
+}
+
 // refused reports whether err is the ACL refusing a command outright
 // (not one key).
 func refused(err error) bool {

@@ -2,7 +2,6 @@ package kind
 
 import (
 	"context"
-	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
@@ -207,15 +206,7 @@ func (l *listReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 			head, err = heads[i].Result()
 		}
 		if err == nil && l.withTTL {
-			// A PTTL the ACL refuses leaves the queue unheld, read
-			// every sweep, rather than failing the sweep.
-			var d time.Duration
-			switch d, err = ttls[i].Result(); {
-			case err == nil:
-				r.PTTL = redisread.PTTLMillis(d)
-			case refused(err):
-				r.PTTL, err = pttlUnknown, nil
-			}
+			r.PTTL, err = heldPTTL(ttls[i])
 		}
 		if err != nil {
 			// redis.Nil from LINDEX: no element, no list.
