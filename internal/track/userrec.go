@@ -3,10 +3,10 @@ package track
 import "unsafe"
 
 // userRec is one user's state: 48 bytes without pointers (56 with its
-// hash in the table), so that a
-// million users cost the garbage collector nothing to scan. Times are
-// the generations of the commits that set them (FloorTracker.genTime
-// maps them back): every time a user keeps is some sweep's Redis time.
+// hash in the table), so that a million users cost the garbage collector
+// nothing to scan. Times are the generations of the commits that set
+// them (FloorTracker.genTime maps them back): every time a user keeps is
+// some sweep's Redis time.
 type userRec struct {
 	used    int64
 	pending int64
