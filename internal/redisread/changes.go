@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -51,6 +52,11 @@ type ChangeFeed struct {
 	// asked again for a minute.
 	refused map[string]time.Time
 	warned  map[string]bool
+	// idle is how long a node's tracking is kept with no sweep asking
+	// for its changes: a node that left the sweep (a master demoted by
+	// a failover, a node removed) would otherwise keep two connections
+	// and collect the names of every key written on it.
+	idle time.Duration
 }
 
 type feedFamily struct {
@@ -66,7 +72,7 @@ var ErrNoTracking = errors.New("client tracking unavailable")
 // NewChangeFeed returns a feed for fams, keeping only the keys of shard.
 func NewChangeFeed(fams []WatchedFamily, shard Shard, logger *slog.Logger) *ChangeFeed {
 	f := &ChangeFeed{logger: logger, shard: shard, nodes: map[string]*feedNode{},
-		refused: map[string]time.Time{}, warned: map[string]bool{}}
+		refused: map[string]time.Time{}, warned: map[string]bool{}, idle: 30 * time.Minute}
 	for _, fam := range fams {
 		f.fams = append(f.fams, &feedFamily{name: fam.Name, re: fam.Re})
 		f.prefixes = append(f.prefixes, literalPrefix(fam.Match))
@@ -144,6 +150,8 @@ type feedNode struct {
 	pingMu sync.Mutex
 	pingN  uint64
 	pings  map[string]chan struct{}
+	// used is when a sweep last asked for its changes (Unix ns).
+	used atomic.Int64
 
 	mu     sync.Mutex
 	epoch  int
@@ -174,6 +182,7 @@ func (f *ChangeFeed) Changes(ctx context.Context, n Node, family string) ([]stri
 	if err != nil {
 		return nil, 0, err
 	}
+	fn.used.Store(time.Now().UnixNano())
 	if err := fn.barrier(ctx); err != nil {
 		f.drop(fn, "barrier: "+err.Error())
 		return nil, 0, fmt.Errorf("%w: node %s: %v", ErrNoTracking, n.Addr, err)
@@ -267,9 +276,10 @@ func (f *ChangeFeed) connect(ctx context.Context, n Node) (*feedNode, error) {
 	for _, fam := range f.fams { // f.mu is held by node
 		fn.dirty[fam.name] = map[string]struct{}{}
 	}
+	fn.used.Store(time.Now().UnixNano())
 	_ = sub.nc.SetDeadline(time.Time{})
 	go f.receive(fn)
-	go f.keepAlive(fn)
+	go f.keepAlive(fn, f.idle)
 	return fn, nil
 }
 
@@ -332,7 +342,8 @@ func (f *ChangeFeed) receive(fn *feedNode) {
 
 // keepAlive pings the tracking connection: tracking ends with it, and
 // without the push messages of RESP3 nothing else would tell.
-func (f *ChangeFeed) keepAlive(fn *feedNode) {
+// A node no sweep has asked about for idle is let go.
+func (f *ChangeFeed) keepAlive(fn *feedNode, idle time.Duration) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -340,6 +351,10 @@ func (f *ChangeFeed) keepAlive(fn *feedNode) {
 		case <-fn.done:
 			return
 		case <-t.C:
+		}
+		if time.Since(time.Unix(0, fn.used.Load())) > idle {
+			f.drop(fn, errIdle)
+			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := fn.track.call(ctx, "PING")
@@ -389,6 +404,9 @@ func (fn *feedNode) barrier(ctx context.Context) error {
 	}
 }
 
+// errIdle is why a node no sweep asks about is dropped.
+const errIdle = "no sweep asked for this node's changes"
+
 // drop marks a node's tracking broken and closes it; the next Changes
 // reconnects under a new epoch.
 func (f *ChangeFeed) drop(fn *feedNode, why string) {
@@ -404,6 +422,10 @@ func (f *ChangeFeed) drop(fn *feedNode, why string) {
 	_ = fn.track.nc.Close()
 	f.mu.Lock()
 	closing := f.nodes == nil
+	if !closing && f.nodes[fn.addr] == fn {
+		// What it collected goes with it.
+		delete(f.nodes, fn.addr)
+	}
 	refused := !closing && strings.Contains(why, "NOPERM")
 	if refused {
 		// A command tracking needs is not allowed: reconnecting every
@@ -416,7 +438,7 @@ func (f *ChangeFeed) drop(fn *feedNode, why string) {
 		}
 	}
 	f.mu.Unlock()
-	if !closing && !refused && !strings.Contains(why, "use of closed network connection") {
+	if !closing && !refused && why != errIdle && !strings.Contains(why, "use of closed network connection") {
 		// Info: nothing is wrong with the figures, the next sweep costs
 		// a full read.
 		f.logger.Info("change tracking lost; the next sweep reads every key", "node", fn.addr, "reason", why)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,5 +66,59 @@ func TestChangesBarrierPerCaller(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestChangesIdleNodeDropped: a node no sweep asks about any more (a
+// master demoted by a failover, a node removed from the cluster) must
+// not keep its two connections and collect the name of every key written
+// on it. One asked about every sweep is kept, under the same epoch.
+func TestChangesIdleNodeDropped(t *testing.T) {
+	kept, left := redistest.Start(t), redistest.Start(t)
+	ctx := context.Background()
+	fams := []WatchedFamily{{Name: "f", Match: "k:*", Re: regexp.MustCompile(`^k:`)}}
+	feed := NewChangeFeed(fams, Shard{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(feed.Close)
+	feed.idle = 1500 * time.Millisecond
+	nk, nl := Node{Addr: kept.Addr, C: kept.Client()}, Node{Addr: left.Addr, C: left.Client()}
+	_, first, err := feed.Changes(ctx, nk, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, leftEpoch, err := feed.Changes(ctx, nl, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracking := func(s *redistest.Server) int {
+		list, err := s.Client().ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(list, "sub=1")
+	}
+	if tracking(left) != 1 {
+		t.Fatalf("no subscribed connection on %s: the test proves nothing", left.Addr)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for tracking(left) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s, not asked about for 5s with idle 1.5s, still has its subscribed connection", left.Addr)
+		}
+		if _, epoch, err := feed.Changes(ctx, nk, "f"); err != nil || epoch != first {
+			t.Fatalf("the node asked about every 200ms: epoch %d (was %d), %v", epoch, first, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	feed.mu.Lock()
+	_, still := feed.nodes[left.Addr]
+	feed.mu.Unlock()
+	if still {
+		t.Errorf("%s dropped but still among the feed's nodes, with what it collected", left.Addr)
+	}
+	if tracking(kept) != 1 {
+		t.Errorf("%s, asked about every 200ms, lost its tracking", kept.Addr)
+	}
+	if _, epoch, err := feed.Changes(ctx, nl, "f"); err != nil || epoch == leftEpoch {
+		t.Errorf("%s asked about again: epoch %d, %v; want a new epoch (its changes meanwhile were not kept)", left.Addr, epoch, err)
 	}
 }
