@@ -14,17 +14,23 @@ import (
 // planChanges decides whether this sweep reads every key or only what
 // changed, and which keys those are. It reads every key when change
 // tracking is off or unavailable, when the kind cannot replay (streams),
-// on a cluster, and when a node's feed epoch is not the one of the family's last
-// complete read (the first sweep, a lost connection, a flush).
+// and when a node's feed epoch is not the one of the family's last
+// complete read (the first sweep, a lost connection, a flush, a node new
+// to the sweep: added, or promoted by a failover).
+//
+// On a cluster, each node tracks its own keys. A key that changes nodes
+// is named on both (MIGRATE invalidates it on the source and the target),
+// so the node that lost it reads it as redirected and the one that gained
+// it reads it. A sweep that overlaps a reshard needs nothing more: its
+// settling reads again every unseen key of a slot that moved (settle.go),
+// and one whose settling cannot account for every key leaves the next
+// sweep to read everything.
 func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []redisread.Node) {
 	st := f.state
 	rp, ok := st.tracker.(kind.Replayer)
 	feed := f.s.changes
 	st.pendingSync = nil
-	// Not on a cluster yet: keys that move between nodes mid-sweep are
-	// followed by the full read's settling (settle.go), which change
-	// tracking does not reproduce.
-	if feed == nil || !ok || f.s.topo.IsCluster() {
+	if feed == nil || !ok {
 		return
 	}
 	if st.lost.suspect {

@@ -19,20 +19,23 @@ import (
 // everyKind is one family of each kind, with timings short enough that
 // members turn stale and expire while the test runs.
 func everyKind(addr string, sampling ...string) string {
-	return redisproc.Config{
-		Addr:     addr,
-		Sampling: append([]string{"interval: 1s", "window: 1m"}, sampling...),
-		Leaks:    []string{"per_user_series: 1000"},
-		Families: []redisproc.Family{
-			{Name: "slots", Kind: "slotset", Match: "s:*", Limit: 3, TTL: 6 * time.Second, Heartbeat: time.Second,
-				MaxHold: 8 * time.Second, Extra: []string{"stale_after: 2s"}},
-			{Name: "legacy", Kind: "counter", Match: "c:*", Limit: 3},
-			{Name: "rate", Kind: "ratelimit", Match: "r:*", Limit: 5, Extra: []string{"window: 2s"}},
-			{Name: "locks", Kind: "lock", Match: "l:*", TTL: 10 * time.Second, MaxHold: 12 * time.Second},
-			{Name: "queue", Kind: "list", Match: "q:*", Extra: []string{"max_wait: 2s"}},
-			{Name: "events", Kind: "stream", Match: "x:*", MaxHold: 2 * time.Second},
-		},
-	}.YAML()
+	return everyKindOn(redisproc.Config{Addr: addr}, sampling...)
+}
+
+// everyKindOn is everyKind with c's redis block.
+func everyKindOn(c redisproc.Config, sampling ...string) string {
+	c.Sampling = append([]string{"interval: 1s", "window: 1m"}, sampling...)
+	c.Leaks = []string{"per_user_series: 1000"}
+	c.Families = []redisproc.Family{
+		{Name: "slots", Kind: "slotset", Match: "s:*", Limit: 3, TTL: 6 * time.Second, Heartbeat: time.Second,
+			MaxHold: 8 * time.Second, Extra: []string{"stale_after: 2s"}},
+		{Name: "legacy", Kind: "counter", Match: "c:*", Limit: 3},
+		{Name: "rate", Kind: "ratelimit", Match: "r:*", Limit: 5, Extra: []string{"window: 2s"}},
+		{Name: "locks", Kind: "lock", Match: "l:*", TTL: 10 * time.Second, MaxHold: 12 * time.Second},
+		{Name: "queue", Kind: "list", Match: "q:*", Extra: []string{"max_wait: 2s"}},
+		{Name: "events", Kind: "stream", Match: "x:*", MaxHold: 2 * time.Second},
+	}
+	return c.YAML()
 }
 
 // readingMetrics are the exporter's figures about its own reading: they
@@ -377,4 +380,189 @@ func TestChangesWithoutPTTL(t *testing.T) {
 	if log, err := admin.Do(ctx, "ACL", "LOG").Slice(); err != nil || len(log) == 0 {
 		t.Fatalf("ACL LOG %v, %v: the test's ACL refused no PTTL, it proves nothing", log, err)
 	}
+}
+
+// TestClusterChangesSameAsFullRead is TestChangesSameAsFullRead on a real
+// cluster of three masters with a replica each: an exporter reading every
+// key from the masters, one reading only what changed from the masters,
+// and one reading only what changed from the replicas, which hear of
+// writes by replication. Every figure is compared at checkpoints: after
+// writes on every master, with time alone, halfway through a slot's
+// migration (masters only: a replica cannot follow one, see
+// TestClusterReshardDuringSweeps) and once it is done, after writes to
+// the moved keys on their new node, after slots holding members move
+// while all three sweep, and after a failover.
+func TestClusterChangesSameAsFullRead(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 1)
+	cc := cl.Client()
+	ctx := context.Background()
+	on := func(readFrom, track string) *exportertest.Harness {
+		return newConfiguredHarness(t, everyKindOn(redisproc.Config{Redis: clusterSection(cl, readFrom)},
+			"timeout: 20s", "track_changes: "+track), nil)
+	}
+	full, changed, replica := on("primary", "false"), on("primary", "true"), on("replica", "true")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := func() int64 { return redisNowMs(t, cc) }
+
+	// Users spread over every master, and a dozen more in one slot, the
+	// one migrated key by key.
+	const slot = 200
+	var users []string
+	for i := range 40 {
+		users = append(users, fmt.Sprintf("u%02d", i))
+	}
+	inSlot := usersInSlot(slot, 12)
+	users = append(users, inSlot...)
+	n := now()
+	pipe := cc.Pipeline()
+	for i, u := range users {
+		u = "{" + u + "}"
+		pipe.ZAdd(ctx, "s:"+u, redis.Z{Score: float64(n + 5000), Member: "h1"},
+			redis.Z{Score: float64(n + 9000 + int64(i%3)*100), Member: "h2"})
+		pipe.PExpire(ctx, "s:"+u, 20*time.Second)
+		lease := []time.Duration{2 * time.Second, 5 * time.Second, 12 * time.Second, 0}[i%4]
+		pipe.Set(ctx, "c:"+u, i%5-1, lease)
+		pipe.Set(ctx, "r:"+u, i%7, 1800*time.Millisecond)
+		pipe.Set(ctx, "l:"+u, "token-"+u, lease)
+		pipe.RPush(ctx, "q:"+u, "job-a"+u, "job-b"+u)
+		if lease > 0 {
+			pipe.PExpire(ctx, "q:"+u, lease)
+		}
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "x:" + u, Values: []string{"k", "v"}})
+		pipe.XGroupCreate(ctx, "x:"+u, "g", "0")
+	}
+	_, err := pipe.Exec(ctx)
+	must(err)
+	// Every edge at which a figure changes with time alone (ms after n):
+	// a checkpoint waits until it is clear of them, so that the three
+	// exporters, sweeping one after the other, see the same state.
+	edges := []int64{1000, 1800, 2000, 5000, 5100, 5200, 5500, 9000, 9100, 9200, 12000, 20000}
+	clearOfEdges := func() {
+		for _, e := range edges {
+			if d := now() - n; d > e-800 && d < e+300 {
+				time.Sleep(time.Duration(e+300-d) * time.Millisecond)
+			}
+		}
+	}
+	check := func(when string, withReplica bool) {
+		t.Helper()
+		cl.WaitReplicated()
+		clearOfEdges()
+		changed.Sweep()
+		// Swept even when not compared: counters of every sweep (keys
+		// skipped) must have seen as many sweeps as the full read's.
+		replica.Sweep()
+		full.Sweep()
+		fm := full.Metrics()
+		sameFigures(t, when, fm, changed.Metrics())
+		if withReplica {
+			sameFigures(t, when+" (replicas)", fm, replica.Metrics())
+		}
+	}
+	check("first sweep", true)
+
+	// Writes on every master.
+	owners := map[*redistest.Server]bool{}
+	for i, u := range users[:12] {
+		owners[cl.SlotOwner(tagSlot(u))] = true
+		u = "{" + u + "}"
+		switch i % 6 {
+		case 0:
+			must(cc.ZAdd(ctx, "s:"+u, redis.Z{Score: float64(n + 60_000), Member: "h3"}).Err())
+		case 1:
+			must(cc.ZRem(ctx, "s:"+u, "h1").Err())
+		case 2:
+			must(cc.Incr(ctx, "c:"+u).Err())
+		case 3:
+			must(cc.Set(ctx, "l:"+u, "another", 20*time.Second).Err())
+		case 4:
+			must(cc.RPop(ctx, "q:"+u).Err())
+		case 5:
+			must(cc.Del(ctx, "s:"+u).Err())
+		}
+	}
+	if len(owners) != 3 {
+		t.Fatalf("the writes reached %d masters, want all 3", len(owners))
+	}
+	check("after writes on every master", true)
+
+	// Time alone: h1 stale, rate windows and 2s leases run out.
+	if d := n + 3000 - now(); d > 0 {
+		time.Sleep(time.Duration(d) * time.Millisecond)
+	}
+	check("time alone", true)
+
+	// Halfway through a slot's migration, then done.
+	from := cl.SlotOwner(slot)
+	var to *redistest.Server
+	for _, m := range cl.Masters() {
+		if m != from {
+			to = m
+			break
+		}
+	}
+	must(cl.BeginMigration(ctx, slot, from, to))
+	if moved, err := cl.MoveKeys(ctx, slot, from, to, 7, 30); err != nil || moved != 30 {
+		t.Fatalf("moved %d keys: %v", moved, err)
+	}
+	check("halfway through a slot's migration", false)
+	_, err = cl.MoveKeys(ctx, slot, from, to, 100, 0)
+	must(err)
+	must(cl.FinishMigration(ctx, slot, from, to))
+	cl.WaitHealthy(10 * time.Second)
+	check("slot migrated", true)
+	// The moved keys written on their new node.
+	for _, u := range inSlot[:4] {
+		must(cc.ZAdd(ctx, "s:{"+u+"}", redis.Z{Score: float64(n + 60_000), Member: "h4"}).Err())
+		must(cc.Incr(ctx, "c:{"+u+"}").Err())
+	}
+	check("moved keys written on their new node", true)
+
+	// Slots holding members move to the next master while all three
+	// exporters sweep over and over.
+	masters := cl.Masters()
+	next := map[*redistest.Server]*redistest.Server{masters[0]: masters[1], masters[1]: masters[2], masters[2]: masters[0]}
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		for _, u := range users[12:24] {
+			s := tagSlot(u)
+			o := cl.SlotOwner(s)
+			if err := cl.MigrateSlot(ctx, s, o, next[o]); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	sweeps := 0
+	for migrating := true; migrating; {
+		select {
+		case err := <-done:
+			must(err)
+			migrating = false
+		default:
+		}
+		for _, h := range []*exportertest.Harness{changed, replica, full} {
+			if err := h.Sweeper.SweepOnce(ctx); err != nil {
+				t.Errorf("sweep during the reshard: %v", err)
+			}
+		}
+		sweeps++
+	}
+	cl.WaitHealthy(10 * time.Second)
+	t.Logf("%d sweeps of each exporter overlapped the migration of 12 slots", sweeps)
+	check("slots moved while sweeping", true)
+
+	// A failover: the promoted replica is a node new to the sweep.
+	cl.Failover(cl.Replicas()[0], 15*time.Second)
+	check("after a failover", true)
+	must(cc.ZAdd(ctx, "s:{u30}", redis.Z{Score: float64(n + 60_000), Member: "h5"}).Err())
+	check("written after the failover", true)
 }

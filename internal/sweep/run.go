@@ -201,9 +201,6 @@ func (f *family) readNode(ctx context.Context, n redisread.Node, p *redisread.Pl
 func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 	st := f.state
 	kh := xxhash.Sum64String(kr.Key)
-	if run.replayer != nil {
-		defer f.track(run, kr)
-	}
 	if kr.Status == redisread.Missed {
 		// Not read here: it counts as scanned where it is read.
 		if !run.rereading {
@@ -212,6 +209,12 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 		}
 		run.missed++
 		run.Carry[uint32(kh)] = struct{}{}
+		if run.replayer != nil {
+			// The feed has named it already (a replica mid-migration
+			// reads it as gone on the node it left, and is redirected
+			// on the other): read it every sweep until it is read.
+			st.volatile[kr.Key] = struct{}{}
+		}
 		if user, ok := f.cfg.UserOf(kr.Key); ok {
 			st.floor.Keep(xxhash.Sum64String(user), user)
 		}
@@ -220,11 +223,17 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 	if run.seenKeys != nil {
 		// A key that changed nodes mid-sweep can be read on both.
 		if _, dup := run.seenKeys[kh]; dup {
+			// Nor is it tracked twice: the node it left may read it
+			// as gone (a replica, which knows nothing of a migration),
+			// which must not make the kind forget it.
 			return
 		}
 		if kr.Status != redisread.Gone {
 			run.seenKeys[kh] = struct{}{}
 		}
+	}
+	if run.replayer != nil {
+		defer f.track(run, kr)
 	}
 	st.keysScanned++
 	switch kr.Status {
