@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -397,11 +399,33 @@ func TestClusterChangesSameAsFullRead(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 1)
 	cc := cl.Client()
 	ctx := context.Background()
-	on := func(readFrom, track string) *exportertest.Harness {
-		return newConfiguredHarness(t, everyKindOn(redisproc.Config{Redis: clusterSection(cl, readFrom)},
+	// The change-driven exporters log in as a user of their own: the
+	// feed's connections to each node must authenticate as the cluster
+	// client's do.
+	pw := redisproc.Secret()
+	pwFile := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(pwFile, []byte(pw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cl.Nodes {
+		if err := cl.NodeClient(s).Do(ctx, "ACL", "SETUSER", "exporter", "on", ">"+pw, "~*",
+			"resetchannels", "&__redis__:invalidate", "+@all").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	on := func(readFrom, track string, login ...string) *exportertest.Harness {
+		return newConfiguredHarness(t, everyKindOn(redisproc.Config{Redis: append(clusterSection(cl, readFrom), login...)},
 			"timeout: 20s", "track_changes: "+track), nil)
 	}
-	full, changed, replica := on("primary", "false"), on("primary", "true"), on("replica", "true")
+	login := []string{"username: exporter", fmt.Sprintf("password_file: %q", pwFile)}
+	full, changed, replica := on("primary", "false"), on("primary", "true", login...), on("replica", "true", login...)
+	scanned := func(h *exportertest.Harness) float64 {
+		var n float64
+		for _, v := range exportertest.Series(h.Metrics(), "slot_exporter_keys_scanned_total") {
+			n += v
+		}
+		return n
+	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -439,14 +463,22 @@ func TestClusterChangesSameAsFullRead(t *testing.T) {
 	}
 	_, err := pipe.Exec(ctx)
 	must(err)
-	// Every edge at which a figure changes with time alone (ms after n):
-	// a checkpoint waits until it is clear of them, so that the three
-	// exporters, sweeping one after the other, see the same state.
-	edges := []int64{1000, 1800, 2000, 5000, 5100, 5200, 5500, 9000, 9100, 9200, 12000, 20000}
+	// Every moment at which a figure changes with time alone (ms after
+	// n): a checkpoint waits until it is clear of them, so that the
+	// three exporters, sweeping one after the other, see the same state.
+	type window struct{ lo, hi int64 }
+	var edges []window
+	for _, e := range []int64{1000, 1800, 2000, 5000, 5100, 5200, 5500, 9000, 9100, 9200, 12000, 20000} {
+		edges = append(edges, window{e - 800, e + 300})
+	}
 	clearOfEdges := func() {
-		for _, e := range edges {
-			if d := now() - n; d > e-800 && d < e+300 {
-				time.Sleep(time.Duration(e+300-d) * time.Millisecond)
+		for moved := true; moved; {
+			moved = false
+			for _, w := range edges {
+				if d := now() - n; d > w.lo && d < w.hi {
+					time.Sleep(time.Duration(w.hi-d) * time.Millisecond)
+					moved = true
+				}
 			}
 		}
 	}
@@ -454,11 +486,19 @@ func TestClusterChangesSameAsFullRead(t *testing.T) {
 		t.Helper()
 		cl.WaitReplicated()
 		clearOfEdges()
+		began := now() - n
 		changed.Sweep()
 		// Swept even when not compared: counters of every sweep (keys
 		// skipped) must have seen as many sweeps as the full read's.
 		replica.Sweep()
 		full.Sweep()
+		// Ages count from when each exporter first saw something, as
+		// much apart as their sweeps: a queue head stalls max_wait (2s),
+		// a slot or lock is held past max_hold (8s, 12s) after that.
+		ended := now() - n
+		for _, after := range []int64{2000, 8000, 12000} {
+			edges = append(edges, window{began + after - 800, ended + after + 300})
+		}
 		fm := full.Metrics()
 		sameFigures(t, when, fm, changed.Metrics())
 		if withReplica {
@@ -565,4 +605,14 @@ func TestClusterChangesSameAsFullRead(t *testing.T) {
 	check("after a failover", true)
 	must(cc.ZAdd(ctx, "s:{u30}", redis.Z{Score: float64(n + 60_000), Member: "h5"}).Err())
 	check("written after the failover", true)
+
+	// Equal figures prove nothing if the change-driven exporters fell
+	// back to reading every key (a feed that cannot log in, say). They
+	// read about half as many: every key at the first sweep and after
+	// the failover, the streams every sweep, the migrating slots' keys.
+	f, c, r := scanned(full), scanned(changed), scanned(replica)
+	t.Logf("keys read: %v by the full read, %v from the masters and %v from the replicas by change", f, c, r)
+	if c > 0.8*f || r > 0.8*f {
+		t.Errorf("the change-driven exporters read %v and %v keys, the full read %v: they did not read by change", c, r, f)
+	}
 }
