@@ -52,6 +52,10 @@ type ChangeFeed struct {
 	// asked again for a minute.
 	refused map[string]time.Time
 	warned  map[string]bool
+	// received counts the key names Redis has sent, every node and
+	// family: each costs Redis time, which the CPU pacer charges to the
+	// exporter's share.
+	received atomic.Uint64
 	// idle is how long a node's tracking is kept with no sweep asking
 	// for its changes: a node that left the sweep (a master demoted by
 	// a failover, a node removed) would otherwise keep two connections
@@ -283,6 +287,10 @@ func (f *ChangeFeed) connect(ctx context.Context, n Node) (*feedNode, error) {
 	return fn, nil
 }
 
+// Received is how many key names Redis has sent in invalidations since
+// the feed started.
+func (f *ChangeFeed) Received() uint64 { return f.received.Load() }
+
 // receive reads invalidations until the connection ends.
 func (f *ChangeFeed) receive(fn *feedNode) {
 	for {
@@ -322,6 +330,7 @@ func (f *ChangeFeed) receive(fn *feedNode) {
 				fn.mu.Unlock()
 				continue
 			}
+			f.received.Add(uint64(len(keys)))
 			fams := f.families()
 			fn.mu.Lock()
 			for _, k := range keys {

@@ -103,3 +103,32 @@ func TestPacerHoldLastsASecond(t *testing.T) {
 		t.Errorf("20 bursts after the hold wait %v: the hold's rate outlived it", last)
 	}
 }
+
+// TestPacerChargesInvalidations: what Redis spends sending tracked key
+// names comes out of the reads' share, down to a tenth of it.
+func TestPacerChargesInvalidations(t *testing.T) {
+	for _, tc := range []struct {
+		perSecond uint64
+		want      float64 // share left to the reads
+	}{
+		{0, 0.1},
+		{50_000, 0.1 - 50_000*invalidationCost},
+		{10_000_000, 0.01},
+	} {
+		p := newCPUPacer(0.1)
+		var inv uint64
+		at := time.Unix(1000, 0)
+		p.invalidations = func() uint64 { return inv }
+		for range 30 {
+			inv += tc.perSecond
+			at = at.Add(time.Second)
+			p.mu.Lock()
+			p.observe(cpuSample{cpu: 0.2 * float64(at.Unix()-1000), at: at, inv: inv})
+			p.mu.Unlock()
+		}
+		want := tc.want / p.cost
+		if got := p.KeysPerSecond(); got < want*0.98 || got > want*1.02 {
+			t.Errorf("%d invalidations a second: %.0f keys/s, want %.0f", tc.perSecond, got, want)
+		}
+	}
+}

@@ -94,6 +94,13 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 		}
 		s.changes = feed
 	}
+	if s.pacer != nil {
+		var count func() uint64
+		if s.changes != nil {
+			count = s.changes.Received
+		}
+		s.pacer.setInvalidations(count)
+	}
 	states := make([]*state, len(cfg.Families))
 	for i := range cfg.Families {
 		st, err := newState(&cfg.Families[i], &cfg.Sampling)
