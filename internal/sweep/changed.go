@@ -18,7 +18,7 @@ import (
 // complete read (the first sweep, a lost connection, a flush, a node new
 // to the sweep: added, or promoted by a failover).
 //
-// On a cluster, each node tracks its own keys. A key that changes nodes
+// What a cluster would need (the feed already opens per node): a key that changes nodes
 // is named on both (MIGRATE invalidates it on the source and the target),
 // so the node that lost it reads it as redirected and the one that gained
 // it reads it. A sweep that overlaps a reshard needs nothing more: its
@@ -30,7 +30,13 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []redisre
 	rp, ok := st.tracker.(kind.Replayer)
 	feed := f.s.changes
 	st.pendingSync = nil
-	if feed == nil || !ok {
+	// Not on a cluster: there, under load, a lock and a queue whose TTL
+	// ran out while their slot was being migrated stayed held by the
+	// replay while a full read found them gone
+	// (TestClusterChangesSameAsFullRead, "slot migrated", with the other
+	// cluster tests running beside it). Until that is understood, every
+	// key is read on a cluster.
+	if feed == nil || !ok || f.s.topo.IsCluster() {
 		return
 	}
 	if st.lost.suspect {
