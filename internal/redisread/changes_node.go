@@ -1,0 +1,249 @@
+package redisread
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// One node's side of the change feed: reading its invalidations, keeping
+// its tracking alive, the barrier before a sweep takes its keys, and
+// letting it go.
+
+// receive reads invalidations until the connection ends.
+func (f *ChangeFeed) receive(fn *feedNode) {
+	for {
+		v, err := fn.sub.value()
+		if err != nil {
+			f.drop(fn, "subscription: "+err.Error())
+			return
+		}
+		msg, ok := v.([]any)
+		if !ok || len(msg) < 2 {
+			continue
+		}
+		kind, _ := msg[0].(string)
+		switch kind {
+		case "pong":
+			// Answers come in order: the invalidations of every write
+			// before this PING have been read.
+			tok, _ := msg[1].(string)
+			fn.pingMu.Lock()
+			if ch, ok := fn.pings[tok]; ok {
+				close(ch)
+				delete(fn.pings, tok)
+			}
+			fn.pingMu.Unlock()
+		case "message":
+			if len(msg) < 3 {
+				continue
+			}
+			keys, isList := msg[2].([]any)
+			if !isList {
+				// No key: FLUSHALL or FLUSHDB. Everything is read again.
+				fn.mu.Lock()
+				fn.epoch = nextEpoch()
+				for name := range fn.dirty {
+					fn.dirty[name] = map[string]struct{}{}
+				}
+				fn.mu.Unlock()
+				continue
+			}
+			f.received.Add(uint64(len(keys)))
+			fams := f.families()
+			fn.mu.Lock()
+			for _, k := range keys {
+				key, _ := k.(string)
+				if !f.shard.Owns(key) {
+					continue
+				}
+				for _, fam := range fams {
+					if d := fn.dirty[fam.name]; d != nil && fam.re.MatchString(key) {
+						d[key] = struct{}{}
+					}
+				}
+			}
+			fn.mu.Unlock()
+		}
+	}
+}
+
+// keepAlive pings the tracking connection: tracking ends with it, and
+// without the push messages of RESP3 nothing else would tell.
+// A node no sweep has asked about for idle is let go.
+func (f *ChangeFeed) keepAlive(fn *feedNode, idle time.Duration) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-fn.done:
+			return
+		case <-t.C:
+		}
+		if time.Since(time.Unix(0, fn.used.Load())) > idle {
+			f.drop(fn, errIdle)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := fn.track.call(ctx, "PING")
+		cancel()
+		if err != nil {
+			f.drop(fn, "tracking connection: "+err.Error())
+			return
+		}
+	}
+}
+
+// barrier waits until Redis has answered a PING on the subscribed
+// connection: the invalidations of every write before it are in. The
+// PING carries a token of its own: another caller's answer, received
+// while this one waits, is not this one's.
+func (fn *feedNode) barrier(ctx context.Context) error {
+	fn.pingMu.Lock()
+	fn.pingN++
+	tok := "b" + strconv.FormatUint(fn.pingN, 10)
+	answered := make(chan struct{})
+	fn.pings[tok] = answered
+	fn.pingMu.Unlock()
+	defer func() {
+		fn.pingMu.Lock()
+		delete(fn.pings, tok)
+		fn.pingMu.Unlock()
+	}()
+	fn.wmu.Lock()
+	fn.sub.wbuf = fn.sub.wbuf[:0]
+	fn.sub.cmd("PING", tok)
+	_, err := fn.sub.nc.Write(fn.sub.wbuf)
+	fn.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-answered:
+		return nil
+	case <-fn.done:
+		return errors.New("connection lost")
+	case <-t.C:
+		return errors.New("no answer to PING within 5s")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errIdle is why a node no sweep asks about is dropped.
+const errIdle = "no sweep asked for this node's changes"
+
+// drop marks a node's tracking broken and closes it; the next Changes
+// reconnects under a new epoch.
+func (f *ChangeFeed) drop(fn *feedNode, why string) {
+	fn.mu.Lock()
+	if fn.broken {
+		fn.mu.Unlock()
+		return
+	}
+	fn.broken = true
+	close(fn.done)
+	fn.mu.Unlock()
+	_ = fn.sub.nc.Close()
+	_ = fn.track.nc.Close()
+	f.mu.Lock()
+	closing := f.nodes == nil
+	if !closing && f.nodes[fn.addr] == fn {
+		// What it collected goes with it.
+		delete(f.nodes, fn.addr)
+	}
+	refused := !closing && strings.Contains(why, "NOPERM")
+	if refused {
+		// A command tracking needs is not allowed: reconnecting every
+		// sweep would cost each sweep a connection and a wait for
+		// nothing. Try again in a minute, as after a refused connect.
+		f.refused[fn.addr] = time.Now()
+		if !f.warned[fn.addr] {
+			f.warned[fn.addr] = true
+			f.logger.Warn("cannot track changes; reading every key every sweep", "node", fn.addr, "err", why)
+		}
+	}
+	f.mu.Unlock()
+	if !closing && !refused && why != errIdle && !strings.Contains(why, "use of closed network connection") {
+		// Info: nothing is wrong with the figures, the next sweep costs
+		// a full read.
+		f.logger.Info("change tracking lost; the next sweep reads every key", "node", fn.addr, "reason", why)
+	}
+}
+
+// call sends one command and reads its reply (an error reply is an
+// error).
+func (c *respConn) call(ctx context.Context, args ...string) (any, error) {
+	c.wbuf = c.wbuf[:0]
+	c.cmd(args...)
+	stop, err := c.flush(ctx)
+	defer stop()
+	if err != nil {
+		return nil, err
+	}
+	v, err := c.value()
+	if err != nil {
+		return nil, c.ioErr(ctx, err)
+	}
+	if e, ok := v.(redis.Error); ok {
+		return nil, e
+	}
+	return v, nil
+}
+
+// value reads one RESP2 reply as a string, an int64, a []any, nil, or a
+// redis.Error.
+func (c *respConn) value() (any, error) {
+	line, err := c.line()
+	if err != nil {
+		return nil, err
+	}
+	switch line[0] {
+	case '+':
+		return string(line[1:]), nil
+	case '-':
+		return replyError(line[1:]), nil
+	case ':':
+		n, ok := parseInt(line[1:])
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", errProtocol, line)
+		}
+		return n, nil
+	case '$':
+		n, ok := parseInt(line[1:])
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", errProtocol, line)
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		b, err := c.bulkBody(int(n))
+		if err != nil {
+			return nil, err
+		}
+		return string(b), nil
+	case '*':
+		n, ok := parseInt(line[1:])
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", errProtocol, line)
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		out := make([]any, n)
+		for i := range out {
+			if out[i], err = c.value(); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: %q", errProtocol, line)
+}
