@@ -32,48 +32,60 @@ type slotSet struct {
 	cur    slotSetGauges
 	last   slotSetGauges
 
-	// held is what the last read of each key found, to replay it; the
-	// members of every held key are back to back in slab.
+	// held is, for each key the kind can replay, what the member table
+	// does not know: its user and expiry. The members themselves are
+	// replayed from the member table, which keeps every member's score
+	// under the low half of its key's hash; held is keyed by that half.
 	held keytable.Table[slotHeld]
-	slab memberSlab
 	gen  uint32
+	// unreplayable: slot identities of members read from a key whose low
+	// half is held for another key (about a hundred pairs among a million
+	// keys). Such a key is not held, so it is read every sweep; its
+	// members must not be replayed as the other key's when they vanish.
+	// Each is forgotten once its hold has ended.
+	unreplayable map[uint64]struct{}
 }
 
 // slotHeld is 32 bytes without pointers: at a million keys the held
 // table is not scanned by the garbage collector.
 type slotHeld struct {
 	user   uint64
-	expiry int64 // Redis ms; -1 none
-	ref    slabRef
-	n      uint32
+	expiry int64  // Redis ms; -1 none
+	hi     uint32 // the high half of the key's hash
 	gen    uint32
+	// Replay's tallies for the key.
+	used   uint32
+	flags  uint8
+	replay uint8
+}
+
+// replay's bits.
+const (
+	replaying = 1 << iota
+	replayedEarly
+)
+
+func heldKey(h uint64) (uint64, uint32) { return uint64(uint32(h)), uint32(h >> 32) }
+
+// find returns key h's held entry number, or -1.
+func (t *slotSet) find(h uint64) int {
+	lo, hi := heldKey(h)
+	if i := t.held.Find(lo); i >= 0 {
+		if _, e := t.held.At(i); e.hi == hi {
+			return i
+		}
+	}
+	return -1
 }
 
 func (t *slotSet) drop(h uint64) {
-	if i := t.held.Find(h); i >= 0 {
-		t.dropAt(i)
+	if i := t.find(h); i >= 0 {
+		t.held.DeleteAt(i)
 	}
 }
 
 // dropAt forgets held entry i; the last entry takes its number.
-func (t *slotSet) dropAt(i int) {
-	_, e := t.held.At(i)
-	t.slab.drop(int(e.n))
-	t.held.DeleteAt(i)
-}
-
-// compact rewrites the slab once most of it is garbage.
-func (t *slotSet) compact() {
-	if !t.slab.wasteful() {
-		return
-	}
-	old := t.slab
-	t.slab = memberSlab{}
-	for i := range t.held.Len() {
-		_, e := t.held.At(i)
-		e.ref, _ = t.slab.add(old.get(e.ref, e.n))
-	}
-}
+func (t *slotSet) dropAt(i int) { t.held.DeleteAt(i) }
 
 type slotSetGauges struct {
 	members       [track.NumStates]int
@@ -88,6 +100,8 @@ func newSlotSet(f *config.Family, s *config.Sampling) Tracker {
 		limit:      int64(f.Limit),
 		members:    track.NewMemberTracker(),
 		holds:      newHolds(),
+
+		unreplayable: map[uint64]struct{}{},
 	}
 	return t
 }
@@ -135,41 +149,86 @@ var rangeStates = [redisread.NumRanges]track.MemberState{
 func (t *slotSet) Apply(sw *Sweep, k Key) {
 	t.drop(k.Hash)
 	if sw.Hold && !k.Read.Oversized {
-		if ref, ok := t.slab.add(k.Read.Members); ok {
-			*t.held.Put(k.Hash) = slotHeld{user: k.UserHash, expiry: expiryOf(k.Read.PTTL, sw.Now),
-				ref: ref, n: uint32(len(k.Read.Members)), gen: t.gen}
+		lo, hi := heldKey(k.Hash)
+		shared := t.held.Find(lo) >= 0
+		if !shared {
+			*t.held.Put(lo) = slotHeld{user: k.UserHash, expiry: expiryOf(k.Read.PTTL, sw.Now), hi: hi, gen: t.gen}
+		}
+		if shared || len(t.unreplayable) > 0 {
+			for _, m := range k.Read.Members {
+				if s := track.Slot(m.Hash, k.Hash); shared {
+					t.unreplayable[s] = struct{}{}
+				} else {
+					// Held now: the other key is gone.
+					delete(t.unreplayable, s)
+				}
+			}
 		}
 	}
 	t.apply(sw, k)
 }
 
-func (t *slotSet) Held(h uint64) bool { return t.held.Find(h) >= 0 }
+func (t *slotSet) Held(h uint64) bool { return t.find(h) >= 0 }
 
 func (t *slotSet) Forget(h uint64) { t.drop(h) }
 
-// Replay re-classifies each held member at the new bounds: its state,
-// zombie age and the user's used follow from the score held.
+// Replay re-classifies the members of every held key not read in this
+// sweep at the new bounds: its state, zombie age and the user's used
+// follow from the scores the member table holds.
 func (t *slotSet) Replay(sw *Sweep) int {
 	n := 0
-	var kr redisread.KeyRead
 	for i := 0; i < t.held.Len(); i++ {
-		h, e := t.held.At(i)
+		lo, e := t.held.At(i)
 		if e.gen == t.gen {
 			continue
 		}
-		if _, ok := sw.Carry[uint32(h)]; ok {
+		if _, ok := sw.Carry[uint32(lo)]; ok {
 			continue
 		}
-		pttl, ok := remaining(e.expiry, sw.Now)
-		if !ok {
+		if _, ok := remaining(e.expiry, sw.Now); !ok {
 			t.dropAt(i)
 			i--
 			continue
 		}
-		e.gen = t.gen
-		kr = redisread.KeyRead{Status: redisread.OK, PTTL: pttl, At: sw.Now, Members: t.slab.get(e.ref, e.n)}
-		t.apply(sw, Key{Read: &kr, Hash: h, UserHash: e.user})
+		e.gen, e.used, e.flags, e.replay = t.gen, 0, 0, replaying
 		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	t.members.Replay(sw.Now, &t.bounds, &t.rules, func(key uint32, slot uint64, score float64, st track.MemberState) bool {
+		e := t.held.Get(uint64(key))
+		if e == nil || e.replay&replaying == 0 {
+			return false
+		}
+		if _, ok := t.unreplayable[slot]; ok {
+			return false
+		}
+		t.cur.members[st]++
+		e.flags |= st.Anomaly()
+		if st.Holding() {
+			e.used++
+			// As apply's check on the newest score: the key expires
+			// before this member would, by more than the skew.
+			if st != track.StateFuture && e.expiry >= 0 && float64(e.expiry)+t.rules.Skew < t.rules.Expiry(score) {
+				e.replay |= replayedEarly
+			}
+		}
+		return true
+	})
+	for i := range t.held.Len() {
+		_, e := t.held.At(i)
+		if e.replay == 0 {
+			continue
+		}
+		switch {
+		case e.expiry < 0:
+			t.cur.withoutTTL++
+		case e.replay&replayedEarly != 0:
+			t.cur.expiringEarly++
+		}
+		sw.Floor.Add(e.user, "", int64(e.used), e.flags)
+		e.replay = 0
 	}
 	return n
 }
@@ -238,16 +297,20 @@ func (t *slotSet) End(sw *Sweep, lost, deferEnds bool) Ended {
 	t.holds.end(e)
 	t.last = t.cur
 	for i := 0; i < t.held.Len(); i++ {
-		h, e := t.held.At(i)
+		lo, e := t.held.At(i)
 		if e.gen == t.gen {
 			continue
 		}
-		if _, ok := sw.Carry[uint32(h)]; !ok {
+		if _, ok := sw.Carry[uint32(lo)]; !ok {
 			t.dropAt(i)
 			i--
 		}
 	}
-	t.compact()
+	for s := range t.unreplayable {
+		if !t.members.Has(s) {
+			delete(t.unreplayable, s)
+		}
+	}
 	return Ended{Lost: e.Count[track.OutcomeLost]}
 }
 

@@ -140,10 +140,9 @@ func (t *MemberTracker) resize(n int) {
 // millisecond, which a sweep that reads only what changed makes common).
 func (t *MemberTracker) Begin() { t.newGen = true }
 
-// Observe records one member seen at Redis time now (ms) with the given
-// score, in the key's own score unit; b are the state edges at now.
-func (t *MemberTracker) Observe(h uint64, keyHash uint64, score float64, now int64, b *Bounds, rules *Rules) Observation {
-	h = slotHash(h, keyHash)
+// enter makes the sweep at Redis time now (ms) the current generation, on
+// the first member it observes or replays.
+func (t *MemberTracker) enter(now int64) {
 	if t.newGen || now != t.genNow || t.gen == 0 {
 		t.newGen = false
 		t.gen = (t.gen + 1) & genMask
@@ -153,6 +152,45 @@ func (t *MemberTracker) Observe(h uint64, keyHash uint64, score float64, now int
 		t.genNow = now
 		t.genTime[t.gen] = now
 	}
+}
+
+// Replay re-classifies at Redis time now (ms), by the score last seen,
+// the members this sweep has not observed: replay is given each one's key
+// (the low half of the key's hash, as in Carry), its slot hash (the
+// identity Slot gives), score and state at now, and says whether it is
+// replayed (seen in this sweep) or left alone (ended by Sweep unless
+// carried). A key not written since its last read needs no read: its
+// members' states follow from their scores, and their scores are here.
+// One pass over the table replays every such key without a second copy
+// of its members.
+func (t *MemberTracker) Replay(now int64, b *Bounds, rules *Rules, replay func(key uint32, slot uint64, score float64, st MemberState) bool) {
+	t.enter(now)
+	for i := range t.slots {
+		s := &t.slots[i]
+		if s.h == 0 || s.gen() == t.gen {
+			continue
+		}
+		st := rules.Classify(b, s.score, now, t.genTime[s.first])
+		if replay(s.key(), s.h, s.score, st) {
+			s.genState = packGen(t.gen, st)
+		}
+	}
+}
+
+// Slot is the identity under which Replay names the member with hash h of
+// the key with hash keyHash.
+func Slot(h, keyHash uint64) uint64 { return slotHash(h, keyHash) }
+
+// Has reports whether the member with slot identity slot is tracked.
+func (t *MemberTracker) Has(slot uint64) bool {
+	return len(t.slots) > 0 && t.find(slot).h == slot
+}
+
+// Observe records one member seen at Redis time now (ms) with the given
+// score, in the key's own score unit; b are the state edges at now.
+func (t *MemberTracker) Observe(h uint64, keyHash uint64, score float64, now int64, b *Bounds, rules *Rules) Observation {
+	h = slotHash(h, keyHash)
+	t.enter(now)
 	if float64(t.n+1) > maxLoad*float64(len(t.slots)) {
 		t.resize(len(t.slots) * 3 / 2)
 	}
