@@ -67,6 +67,32 @@ func (t *Table[V]) Find(h uint64) int {
 	return int(t.index[t.slot(h)]) - 1
 }
 
+// FindMany sets out[i] to hs[i]'s entry number, or -1; out is at least
+// as long as hs. A lookup is two reads that miss the cache at a million
+// entries (the index, then the entry); looked up one at a time among
+// other work they run one after another, and here the processor overlaps
+// those of many hashes. BenchmarkFindMany: 0.65x the time of Find in a
+// tight loop; replaying a million slot sets, whose lookups sit among
+// other work, 0.61x (BenchmarkSlotSetReplay).
+func (t *Table[V]) FindMany(hs []uint64, out []int) {
+	out = out[:len(hs)]
+	if t.n == 0 {
+		for i := range out {
+			out[i] = -1
+		}
+		return
+	}
+	for i, h := range hs {
+		out[i] = int(t.index[t.home(h)]) - 1
+	}
+	for i, h := range hs {
+		if e := out[i]; e >= 0 && t.hashAt(e) == h {
+			continue
+		}
+		out[i] = t.Find(h) // a collision, or not there
+	}
+}
+
 // Get returns h's value, or nil.
 func (t *Table[V]) Get(h uint64) *V {
 	i := t.Find(h)

@@ -74,3 +74,73 @@ func TestTableShrinks(t *testing.T) {
 		}
 	}
 }
+
+// TestFindManyMatchesFind looks up hashes that are there, that are not,
+// and that collide, at once and one by one.
+func TestFindManyMatchesFind(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	var tab Table[int]
+	var hs []uint64
+	empty := make([]int, 3)
+	tab.FindMany([]uint64{1, 2, 3}, empty)
+	for _, e := range empty {
+		if e != -1 {
+			t.Fatalf("an empty table found %v", empty)
+		}
+	}
+	for i := range 5000 {
+		h := uint64(r.Int63n(20000)) * 0x100000001 // many share low bits
+		if i%3 != 0 {
+			tab.Put(h)
+		}
+		hs = append(hs, h)
+	}
+	out := make([]int, len(hs))
+	tab.FindMany(hs, out)
+	found := 0
+	for i, h := range hs {
+		if want := tab.Find(h); out[i] != want {
+			t.Fatalf("FindMany(%x) = %d, Find = %d", h, out[i], want)
+		}
+		if out[i] >= 0 {
+			found++
+		}
+	}
+	if found == 0 || found == len(hs) {
+		t.Fatalf("found %d of %d: the test does not mix hits and misses", found, len(hs))
+	}
+}
+
+// BenchmarkFindMany looks up a million keys of a million-entry table,
+// one by one and 256 at a time.
+func BenchmarkFindMany(b *testing.B) {
+	const n = 1 << 20
+	var tab Table[[32]byte]
+	r := rand.New(rand.NewSource(1))
+	hs := make([]uint64, n)
+	for i := range hs {
+		hs[i] = r.Uint64()
+		tab.Put(hs[i])
+	}
+	r.Shuffle(n, func(i, j int) { hs[i], hs[j] = hs[j], hs[i] })
+	b.Run("Find", func(b *testing.B) {
+		for range b.N {
+			for _, h := range hs {
+				if tab.Find(h) < 0 {
+					b.Fatal("missing")
+				}
+			}
+		}
+	})
+	b.Run("FindMany", func(b *testing.B) {
+		out := make([]int, 256)
+		for range b.N {
+			for i := 0; i < n; i += 256 {
+				tab.FindMany(hs[i:i+256], out)
+				if out[0] < 0 {
+					b.Fatal("missing")
+				}
+			}
+		}
+	})
+}

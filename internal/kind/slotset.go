@@ -2,6 +2,7 @@ package kind
 
 import (
 	"math"
+	"slices"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -44,6 +45,9 @@ type slotSet struct {
 	// members must not be replayed as the other key's when they vanish.
 	// Each is forgotten once its hold has ended.
 	unreplayable map[uint64]struct{}
+	// Scratch for replayMembers.
+	lookup []uint64
+	found  []int
 }
 
 // slotHeld is 32 bytes without pointers: at a million keys the held
@@ -196,26 +200,7 @@ func (t *slotSet) Replay(sw *Sweep) int {
 	if n == 0 {
 		return 0
 	}
-	t.members.Replay(sw.Now, &t.bounds, &t.rules, func(key uint32, slot uint64, score float64, st track.MemberState) bool {
-		e := t.held.Get(uint64(key))
-		if e == nil || e.replay&replaying == 0 {
-			return false
-		}
-		if _, ok := t.unreplayable[slot]; ok {
-			return false
-		}
-		t.cur.members[st]++
-		e.flags |= st.Anomaly()
-		if st.Holding() {
-			e.used++
-			// As apply's check on the newest score: the key expires
-			// before this member would, by more than the skew.
-			if st != track.StateFuture && e.expiry >= 0 && float64(e.expiry)+t.rules.Skew < t.rules.Expiry(score) {
-				e.replay |= replayedEarly
-			}
-		}
-		return true
-	})
+	t.members.Replay(sw.Now, &t.bounds, &t.rules, t.replayMembers)
 	for i := range t.held.Len() {
 		_, e := t.held.At(i)
 		if e.replay == 0 {
@@ -231,6 +216,40 @@ func (t *slotSet) Replay(sw *Sweep) int {
 		e.replay = 0
 	}
 	return n
+}
+
+// replayMembers tallies a batch of members the member table offers to
+// the held keys they belong to, if those are replaying.
+func (t *slotSet) replayMembers(ms []track.Replayed) {
+	t.lookup, t.found = t.lookup[:0], slices.Grow(t.found[:0], len(ms))[:len(ms)]
+	for _, m := range ms {
+		t.lookup = append(t.lookup, uint64(m.Key))
+	}
+	t.held.FindMany(t.lookup, t.found)
+	for i := range ms {
+		m := &ms[i]
+		if t.found[i] < 0 {
+			continue
+		}
+		_, e := t.held.At(t.found[i])
+		if e.replay&replaying == 0 {
+			continue
+		}
+		if _, ok := t.unreplayable[m.Slot]; ok {
+			continue
+		}
+		m.Keep = true
+		t.cur.members[m.State]++
+		e.flags |= m.State.Anomaly()
+		if m.State.Holding() {
+			e.used++
+			// As apply's check on the newest score: the key expires
+			// before this member would, by more than the skew.
+			if m.State != track.StateFuture && e.expiry >= 0 && float64(e.expiry)+t.rules.Skew < t.rules.Expiry(m.Score) {
+				e.replay |= replayedEarly
+			}
+		}
+	}
 }
 
 func (t *slotSet) apply(sw *Sweep, k Key) {

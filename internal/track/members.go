@@ -86,10 +86,11 @@ type MemberTracker struct {
 	// Each distinct Redis time passed to Observe is a generation; a slot
 	// keeps the generation that last saw it rather than the time, and
 	// genTime maps the generations still referenced back to times.
-	gen     uint32
-	genNow  int64
-	genTime map[uint32]int64
-	refs    []uint64 // scratch for Sweep
+	gen      uint32
+	genNow   int64
+	genTime  map[uint32]int64
+	refs     []uint64   // scratch for Sweep
+	replayed []Replayed // scratch for Replay
 	// newGen: Begin was called and nothing observed since.
 	newGen bool
 }
@@ -154,27 +155,62 @@ func (t *MemberTracker) enter(now int64) {
 	}
 }
 
+// Replayed is a member Replay offers: its key (the low half of the key's
+// hash, as in Carry), its identity (Slot), its last score and its state
+// at the replay's time. The caller sets Keep on the members it replays.
+type Replayed struct {
+	Key   uint32
+	Slot  uint64
+	Score float64
+	State MemberState
+	Keep  bool
+	at    int // position in the table
+}
+
+// replayBatch is how many members Replay offers at once: enough that the
+// caller's lookups of their keys overlap in memory.
+const replayBatch = 256
+
 // Replay re-classifies at Redis time now (ms), by the score last seen,
-// the members this sweep has not observed: replay is given each one's key
-// (the low half of the key's hash, as in Carry), its slot hash (the
-// identity Slot gives), score and state at now, and says whether it is
-// replayed (seen in this sweep) or left alone (ended by Sweep unless
-// carried). A key not written since its last read needs no read: its
-// members' states follow from their scores, and their scores are here.
-// One pass over the table replays every such key without a second copy
-// of its members.
-func (t *MemberTracker) Replay(now int64, b *Bounds, rules *Rules, replay func(key uint32, slot uint64, score float64, st MemberState) bool) {
+// the members this sweep has not observed, and offers them to replay in
+// batches; those it keeps are seen in this sweep, the others are left
+// alone (ended by Sweep unless carried). A key not written since its last
+// read needs no read: its members' states follow from their scores, and
+// their scores are here. One pass over the table replays every such key
+// without a second copy of its members.
+func (t *MemberTracker) Replay(now int64, b *Bounds, rules *Rules, replay func([]Replayed)) {
 	t.enter(now)
+	if cap(t.replayed) < replayBatch {
+		t.replayed = make([]Replayed, 0, replayBatch)
+	}
+	batch := t.replayed[:0]
+	flush := func() {
+		replay(batch)
+		for _, m := range batch {
+			if m.Keep {
+				t.slots[m.at].genState = packGen(t.gen, m.State)
+			}
+		}
+		batch = batch[:0]
+	}
+	// Nearly every member was first seen in one of a few sweeps.
+	var lastGen uint32
+	var lastAt int64
 	for i := range t.slots {
 		s := &t.slots[i]
 		if s.h == 0 || s.gen() == t.gen {
 			continue
 		}
-		st := rules.Classify(b, s.score, now, t.genTime[s.first])
-		if replay(s.key(), s.h, s.score, st) {
-			s.genState = packGen(t.gen, st)
+		if s.first != lastGen {
+			lastGen, lastAt = s.first, t.genTime[s.first]
+		}
+		batch = append(batch, Replayed{Key: s.key(), Slot: s.h, Score: s.score,
+			State: rules.Classify(b, s.score, now, lastAt), at: i})
+		if len(batch) == replayBatch {
+			flush()
 		}
 	}
+	flush()
 }
 
 // Slot is the identity under which Replay names the member with hash h of
