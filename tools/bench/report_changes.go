@@ -61,7 +61,7 @@ func (rep *report) changeTargets(p func(string, ...any)) {
 	p("| numbers exact: at checkpoints every gauge equals a full read of Redis at that moment | %d figures compared, %s | %s |\n", compared,
 		map[bool]string{true: "all equal", false: "some differ (see below)"}[exact], verdict(exact, "see the change-driven table"))
 	p("| live heap <= 150 MB / RSS <= 300 MB at 1M sets, default settings (the largest of the change-driven phases) | %s / %s | %s |\n", mb(heap), mb(rss),
-		verdict(heap <= 150e6 && rss <= 300e6, "the member table and the per-user tracker (together the heap of a full read without tracking, in the sizes table) plus what client tracking holds of each key to replay it: its members (16 B each) and 40 B a key"))
+		verdict(heap <= 150e6 && rss <= 300e6, "the member table and the per-user tracker (together the heap of a full read without tracking, in the sizes table; the writes of the change-driven phases also add a member to most sets, which grows the member table) plus what client tracking holds of each key to replay it: its user and expiry, 40 B a key with its place in the table (the members are replayed from the member table)"))
 	p("| keys that did not change are not read again each interval | %s | %s |\n", strings.Join(reads, "; "),
 		verdict(readsOK, "more than half the keys read per interval"))
 }
