@@ -318,10 +318,17 @@ func (p *Plan) depth() int {
 }
 
 // wait spends n keys of the budget and of the pace, in pieces no larger
-// than their bursts.
-func (p *Plan) wait(ctx context.Context, n int) error {
+// than their bursts. They are counted as Spent once the wait is over,
+// when they go to Redis: counted before it, keys that waited out the
+// pacer's held second were taken for reads made during it, and their
+// assumed cost came off the baseline it measures.
+func (p *Plan) wait(ctx context.Context, n int) (err error) {
 	if p.Spent != nil {
-		p.Spent(n)
+		defer func() {
+			if err == nil {
+				p.Spent(n)
+			}
+		}()
 	}
 	for _, l := range []struct {
 		lim  *rate.Limiter

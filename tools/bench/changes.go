@@ -49,7 +49,10 @@ type changeScenario struct {
 	P99Alone float64 `json:"p99_alone_ms"` // the application alone, same writes
 	P99With  float64 `json:"p99_with_ms"`
 	Period   float64 `json:"period_s"` // slot_exporter_sampling_period_seconds at the end
-	Sweeps   float64 `json:"sweeps"`
+	// Sweeps is how many sweeps ended in the phase; LongestGap the longest
+	// time without one (the phase's start and end count as ends).
+	Sweeps     int     `json:"sweeps"`
+	LongestGap float64 `json:"longest_gap_s"`
 	// Exactness: the exporter's gauges against a full read of Redis at
 	// the same moment (writes paused), by a second exporter.
 	Compared   int      `json:"compared"`
@@ -57,6 +60,14 @@ type changeScenario struct {
 	Heap       uint64   `json:"heap"`
 	RSS        uint64   `json:"rss"`
 	FirstRead  float64  `json:"first_read_s"` // the initial full read, paced
+	// Commands is what Redis counted of each of the exporter's commands
+	// in its phase (INFO commandstats: calls and µs inside the command,
+	// socket work not included); the application's ZADDs and the
+	// probe's GET/SET are left out.
+	Commands map[string]redisproc.CommandStat `json:"commands"`
+	// Written is the application's ZADDs in the exporter's phase, as
+	// Redis counted them.
+	Written int64 `json:"written"`
 }
 
 type changesResult struct {
@@ -308,30 +319,31 @@ func workerChanges(o *workerOpts) error {
 			w := writerFor(sc.Frac)
 			// Keys read are ZRANGE calls (the application only writes):
 			// counted by Redis as they happen, not when a sweep ends.
-			z0, err := zrangeCalls(ctx, c)
+			cs0, err := commandStats(ctx, c)
 			if err != nil {
 				return err
 			}
 			actx, cancel := context.WithTimeout(ctx, phase)
 			c0, ts := procCPU(o.redisPID), time.Now()
+			ended := watchSweeps(actx, s)
 			_, sc.P99With, err = w.run(actx)
 			cancel()
+			sc.Sweeps, sc.LongestGap = (<-ended)()
 			if err != nil {
 				return err
 			}
 			sc.CPUWith = (procCPU(o.redisPID) - c0).Seconds() / time.Since(ts).Seconds()
-			z1, err := zrangeCalls(ctx, c)
+			cs1, err := commandStats(ctx, c)
 			if err != nil {
 				return err
 			}
-			sc.KeysRead = float64(z1 - z0)
+			sc.KeysRead = float64(cs1["zrange"].Calls - cs0["zrange"].Calls)
+			sc.Commands = exporterCommands(cs0, cs1)
+			sc.Written = cs1["zadd"].Calls - cs0["zadd"].Calls
 			sc.Phase = phase.Seconds()
 			fam := s.Snapshot().Families[0]
 			if v, ok := exportertest.Value(fam, snapshot.SamplingPeriod); ok {
 				sc.Period = v
-			}
-			if sc.Period > 0 {
-				sc.Sweeps = sc.Phase / sc.Period
 			}
 			// Memory before the exactness check builds a second exporter
 			// in this process.
@@ -399,10 +411,50 @@ func workerChanges(o *workerOpts) error {
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
-func zrangeCalls(ctx context.Context, c *redis.Client) (int64, error) {
-	st, err := commandStats(ctx, c)
-	if err != nil {
-		return 0, err
+// watchSweeps notes when each sweep of s ends until ctx is done, and then
+// hands over a function giving how many ended and the longest time
+// without one.
+func watchSweeps(ctx context.Context, s *sweep.Sweeper) <-chan func() (int, float64) {
+	out := make(chan func() (int, float64), 1)
+	go func() {
+		start := time.Now()
+		last, prev := start, s.Snapshot().Families[0].LastSuccess
+		n, gap := 0, 0.0
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				gap = max(gap, time.Since(last).Seconds())
+				out <- func() (int, float64) { return n, gap }
+				return
+			case <-t.C:
+			}
+			if ls := s.Snapshot().Families[0].LastSuccess; !ls.Equal(prev) {
+				prev = ls
+				n++
+				gap = max(gap, ls.Sub(last).Seconds())
+				last = ls
+			}
+		}
+	}()
+	return out
+}
+
+// exporterCommands is what the exporter's commands cost Redis between
+// two readings of INFO commandstats: everything but the application's
+// writes, the probe's and the bench's own INFO.
+func exporterCommands(before, after map[string]redisproc.CommandStat) map[string]redisproc.CommandStat {
+	out := map[string]redisproc.CommandStat{}
+	for name, a := range after {
+		switch name {
+		case "zadd", "get", "set", "select":
+			continue
+		}
+		b := before[name]
+		if d := (redisproc.CommandStat{Calls: a.Calls - b.Calls, Usec: a.Usec - b.Usec}); d.Calls > 0 {
+			out[name] = d
+		}
 	}
-	return st["zrange"].Calls, nil
+	return out
 }

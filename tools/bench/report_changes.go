@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -76,20 +78,39 @@ func (rep *report) changesSection(p func(string, ...any)) {
 		return
 	}
 	p("## Reading what changed: Redis CPU, keys read, application latency\n\n")
-	p("%d slot sets on a fresh server. An application writes a share of the sets every %s (`ZADD key <now + ttl> hb` on random sets, in batches of 100 spread over the interval) while a probe sends a GET or SET every millisecond on a connection of its own (DB 1). Each situation has two phases of %d s: the application alone, then the application with the exporter running as the binary runs it (`Start`, sampling.interval %s). The exporter's share is redis-server's CPU rate with it minus without it (from /proc). p99 alone is the probe's in the phase without the exporter (same writes). Keys read are the ZRANGE calls Redis counted during the phase (the application only writes). After each phase the writes pause, the exporter's next sweep is compared, gauge by gauge, with a full read by a fresh exporter. The full read runs with `track_changes: false` and no pace, as every sweep did before.\n\n",
+	p("%d slot sets on a fresh server. An application writes a share of the sets every %s (`ZADD key <now + ttl> hb` on random sets, in batches of 100 spread over the interval) while a probe sends a GET or SET every millisecond on a connection of its own (DB 1). Each situation has two phases of %d s: the application alone, then the application with the exporter running as the binary runs it (`Start`, sampling.interval %s). The exporter's share is redis-server's CPU rate with it minus without it (from /proc). p99 alone is the probe's in the phase without the exporter (same writes). Keys read are the ZRANGE calls Redis counted during the phase (the application only writes), sets written its ZADDs; keys read include the slow reconciliation's share of every key (each key about every full_scan_interval). A sweep reads every set written since the one before, so when the reads fall short of the sets written the sweeps take longer than the interval: the sweeps that ended in the phase and the longest gap between two say by how much, and slot_exporter_sampling_period_seconds (its value at the end of the phase is the last column of the pair) is the exporter's own account of it. After each phase the writes pause, the exporter's next sweep is compared, gauge by gauge, with a full read by a fresh exporter. The full read runs with `track_changes: false` and no pace, as every sweep did before.\n\n",
 		rep.changesN(), changeInterval, rep.Opts.phase, changeInterval)
-	p("| situation | Redis CPU, application alone | with the exporter | exporter's share of a core | keys read/s | keys read per interval | sampling period | p99 alone | p99 with the exporter | first full read | gauges compared | differing | heap | RSS |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| situation | Redis CPU, application alone | with the exporter | exporter's share of a core | sets written per interval | keys read/s | keys read per interval | sweeps ended (longest gap) | sampling period at the end | p99 alone | p99 with the exporter | first full read | gauges compared | differing | heap | RSS |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, sc := range ch.Scenarios {
-		p("| %s | %.1f%% | %.1f%% | %.1f%% | %.0f | %.0f | %s | %.2f ms | %.2f ms | %s | %d | %d | %s | %s |\n", sc.Name,
-			sc.CPUAlone*100, sc.CPUWith*100, max(sc.CPUWith-sc.CPUAlone, 0)*100, sc.KeysRead/sc.Phase,
-			sc.KeysRead/sc.Phase*changeInterval.Seconds(), secs(sc.Period), sc.P99Alone, sc.P99With, secs(sc.FirstRead),
+		p("| %s | %.1f%% | %.1f%% | %.1f%% | %.0f | %.0f | %.0f | %d (%s) | %s | %.2f ms | %.2f ms | %s | %d | %d | %s | %s |\n", sc.Name,
+			sc.CPUAlone*100, sc.CPUWith*100, max(sc.CPUWith-sc.CPUAlone, 0)*100, float64(sc.Written)/sc.Phase*changeInterval.Seconds(), sc.KeysRead/sc.Phase,
+			sc.KeysRead/sc.Phase*changeInterval.Seconds(), sc.Sweeps, secs(sc.LongestGap), secs(sc.Period), sc.P99Alone, sc.P99With, secs(sc.FirstRead),
 			sc.Compared, len(sc.Mismatches), mb(sc.Heap), mb(sc.RSS))
 	}
 	for _, sc := range ch.Scenarios {
 		for _, m := range sc.Mismatches {
 			p("\n- %s: %s", sc.Name, m)
 		}
+	}
+	p("\n\nWhere the exporter's share went: Redis's own time inside each of the exporter's commands (INFO commandstats over the phase, as a share of a core, with calls per second; socket reads and writes, and sending invalidations, are not in it, which is why the total is below the share measured from /proc):\n\n")
+	for _, sc := range ch.Scenarios {
+		if len(sc.Commands) == 0 {
+			continue
+		}
+		names := slices.Collect(maps.Keys(sc.Commands))
+		slices.SortFunc(names, func(a, b string) int { return cmp.Compare(sc.Commands[b].Usec, sc.Commands[a].Usec) })
+		var parts []string
+		total := 0.0
+		for _, n := range names {
+			c := sc.Commands[n]
+			share := float64(c.Usec) / 1e6 / sc.Phase
+			total += share
+			if share >= 0.0005 {
+				parts = append(parts, fmt.Sprintf("%s %.1f%% (%.0f/s)", n, share*100, float64(c.Calls)/sc.Phase))
+			}
+		}
+		p("- %s: %.1f%% in all; %s\n", sc.Name, total*100, strings.Join(parts, ", "))
 	}
 	p("\n\nHeap is the live heap after two forced GCs at the end of each phase, taken before the exactness check builds its reference exporter in the same process. The change-driven rows run first, in one exporter; the full read runs after them, so its RSS includes what they left to the Go runtime, which returns memory to the OS only lazily.\n\n")
 	p("The first full read is paced like every read (10%% of a core by default, from an assumed 4 µs a key until INFO cpu has measured the real cost), so it takes tens of seconds at 1M sets, and the sampling period says so while it runs.\n\n")

@@ -1,0 +1,45 @@
+package redisread
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// TestWaitCountsKeysWhenTheyGo: keys that wait on the pace are counted as
+// spent when they go to Redis, not when they start waiting (the pacer
+// would take them for reads made during its held second), and keys whose
+// wait is cut off are not counted at all.
+func TestWaitCountsKeysWhenTheyGo(t *testing.T) {
+	pace := rate.NewLimiter(1000, 10)
+	var spent atomic.Int64
+	p := &Plan{Pace: pace, Spent: func(n int) { spent.Add(int64(n)) }}
+	if err := p.wait(context.Background(), 10); err != nil {
+		t.Fatal(err)
+	}
+	if got := spent.Load(); got != 10 {
+		t.Fatalf("after a wait that did not wait: %d keys spent, want 10", got)
+	}
+	// Ten seconds in debt, as the pacer's hold leaves the limiter.
+	pace.ReserveN(time.Now(), 10)
+	for range 999 {
+		pace.ReserveN(time.Now(), 10)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.wait(ctx, 10) }()
+	time.Sleep(100 * time.Millisecond)
+	if got := spent.Load(); got != 10 {
+		t.Errorf("while waiting: %d keys spent, want the 10 before the wait", got)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cut-off wait returned no error")
+	}
+	if got := spent.Load(); got != 10 {
+		t.Errorf("after a cut-off wait: %d keys spent, want 10", got)
+	}
+}
