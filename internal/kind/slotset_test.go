@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
 	"github.com/slotexporter/slot_exporter/internal/track"
@@ -20,16 +18,10 @@ import (
 // states and users replayed must be the ones a read at the same time finds.
 func TestSlotSetReplayEqualsRead(t *testing.T) {
 	const keys = 50_000
-	fam := &config.Family{Kind: config.KindSlotSet, TTL: time.Minute, HeartbeatInterval: 10 * time.Second,
-		StaleAfter: 30 * time.Second, MaxHold: time.Hour, Limit: 2}
-	tr := newSlotSet(fam, &config.Sampling{MaxMembersPerKey: 1000}).(*slotSet)
-	now := int64(1e12)
-	floor := track.NewFloorTracker()
+	r := newSlotSetRig(2)
+	tr := r.tr
 	sweep := func(read bool, round int) (snapshot.Family, []track.UserView) {
-		now += 5000
-		sw := &Sweep{Now: now, ReadBy: now, Floor: floor, Carry: track.Carry{}, Hold: true}
-		floor.Begin()
-		tr.Begin(sw)
+		sw := r.begin()
 		if read {
 			for i := range keys {
 				key, user := fmt.Sprintf("s:{u%d}", i), fmt.Sprintf("u%d", i)
@@ -41,31 +33,25 @@ func TestSlotSetReplayEqualsRead(t *testing.T) {
 				}
 				ms := make([]redisread.Member, n)
 				for j := range ms {
-					score := float64(now + 50_000)
+					score := float64(r.now + 50_000)
 					if (i+j)%7 == 0 {
-						score = float64(now + 20_000) // stale
+						score = float64(r.now + 20_000) // stale
 					}
 					ms[j] = redisread.Member{Hash: xxhash.Sum64String(fmt.Sprint(key, j)), Score: score}
 				}
-				kr := redisread.KeyRead{Status: redisread.OK, PTTL: 120_000, At: now, Members: ms}
-				tr.Apply(sw, Key{Read: &kr, Hash: xxhash.Sum64String(key), User: user, UserHash: xxhash.Sum64String(user)})
+				r.read(sw, xxhash.Sum64String(key), user, ms)
 			}
 		} else if got := tr.Replay(sw); got != keys {
 			t.Fatalf("replayed %d keys, want %d", got, keys)
 		}
-		tr.End(sw, false, false)
-		floor.Commit(now, 60_000, 3_600_000, tr.Limits())
-		var f snapshot.Family
-		tr.Publish(&f)
-		views, _ := floor.Top(1<<20, now)
-		return f, views
+		return r.end(sw)
 	}
 	sweep(true, 0)
 	sweep(true, 1)
 	// Time moves 5 s per sweep: a read of the same data at the replay's
 	// time is what the replay must equal, so read once more at it after.
 	replayed, replayedUsers := sweep(false, 1)
-	now -= 5000
+	r.now -= 5000
 	read, readUsers := sweep(true, 1)
 	if !reflect.DeepEqual(replayed.Gauges, read.Gauges) {
 		t.Errorf("replayed gauges %v\nread gauges %v", replayed.Gauges, read.Gauges)
@@ -91,13 +77,10 @@ func TestSlotSetReplayEqualsRead(t *testing.T) {
 // be replayed as the first key's, and once the first key is gone the
 // second is held and replayed with its own members.
 func TestSlotSetSharedLowHalf(t *testing.T) {
-	fam := &config.Family{Kind: config.KindSlotSet, TTL: time.Minute, HeartbeatInterval: 10 * time.Second,
-		StaleAfter: 30 * time.Second, MaxHold: time.Hour, Limit: 5}
-	tr := newSlotSet(fam, &config.Sampling{MaxMembersPerKey: 1000}).(*slotSet)
+	r := newSlotSetRig(5)
+	tr := r.tr
 	const a, b = uint64(1)<<32 | 0xabcd, uint64(2)<<32 | 0xabcd
 	users := map[uint64]string{a: "ua", b: "ub"}
-	now := int64(1e12)
-	floor := track.NewFloorTracker()
 	type read struct {
 		key     uint64
 		members []string
@@ -106,29 +89,22 @@ func TestSlotSetSharedLowHalf(t *testing.T) {
 	// (as the sweep does for a key read as gone or not held) and returns
 	// the members counted and the used of each user.
 	sweep := func(reads []read, gone ...uint64) (int, map[string]int64) {
-		now += 5000
-		sw := &Sweep{Now: now, ReadBy: now, Floor: floor, Carry: track.Carry{}, Hold: true}
-		floor.Begin()
-		tr.Begin(sw)
-		for _, r := range reads {
-			ms := make([]redisread.Member, len(r.members))
-			for i, m := range r.members {
-				ms[i] = redisread.Member{Hash: xxhash.Sum64String(m), Score: float64(now + 50_000)}
+		sw := r.begin()
+		for _, rd := range reads {
+			ms := make([]redisread.Member, len(rd.members))
+			for i, m := range rd.members {
+				ms[i] = redisread.Member{Hash: xxhash.Sum64String(m), Score: float64(r.now + 50_000)}
 			}
-			kr := redisread.KeyRead{Status: redisread.OK, PTTL: 120_000, At: now, Members: ms}
-			u := users[r.key]
-			tr.Apply(sw, Key{Read: &kr, Hash: r.key, User: u, UserHash: xxhash.Sum64String(u)})
-			if !tr.Held(r.key) {
-				tr.Forget(r.key)
+			r.read(sw, rd.key, users[rd.key], ms)
+			if !tr.Held(rd.key) {
+				tr.Forget(rd.key)
 			}
 		}
 		for _, g := range gone {
 			tr.Forget(g)
 		}
 		tr.Replay(sw)
-		tr.End(sw, false, false)
-		floor.Commit(now, 60_000, 3_600_000, tr.Limits())
-		views, _ := floor.Top(100, now)
+		_, views := r.end(sw)
 		used := map[string]int64{}
 		for _, v := range views {
 			used[v.User] = v.Used
