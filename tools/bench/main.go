@@ -68,7 +68,7 @@ func main() {
 	flag.StringVar(&o.changesProfile, "changes-cpuprofile", "", "write a CPU profile of the change-driven exporter's phases here")
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of one sweep of the largest size here")
 	flag.StringVar(&o.fracs, "fracs", "0.01,0.1,0.25", "shares of sets written per interval in the change-driven run at the largest size (empty skips it)")
-	flag.IntVar(&o.phase, "phase", 20, "seconds per phase of the change-driven run")
+	flag.IntVar(&o.phase, "phase", 60, "seconds per phase of the change-driven run: long enough for the pace to settle after the application's load changes (it measures a baseline second every 5 s)")
 	flag.BoolVar(&o.peer, "peer", true, "build oliver006/redis_exporter from the Go module proxy in a temp dir and time its --check-keys at 100k keys")
 	flag.StringVar(&w.fracs, "worker-fracs", "", "internal")
 	flag.IntVar(&w.phase, "worker-phase", 0, "internal")
