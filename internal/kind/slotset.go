@@ -88,9 +88,6 @@ func (t *slotSet) drop(h uint64) {
 	}
 }
 
-// dropAt forgets held entry i; the last entry takes its number.
-func (t *slotSet) dropAt(i int) { t.held.DeleteAt(i) }
-
 type slotSetGauges struct {
 	members       [track.NumStates]int
 	withoutTTL    int
@@ -190,7 +187,7 @@ func (t *slotSet) Replay(sw *Sweep) int {
 			continue
 		}
 		if _, ok := remaining(e.expiry, sw.Now); !ok {
-			t.dropAt(i)
+			t.held.DeleteAt(i) // the last entry takes number i
 			i--
 			continue
 		}
@@ -321,7 +318,7 @@ func (t *slotSet) End(sw *Sweep, lost, deferEnds bool) Ended {
 			continue
 		}
 		if _, ok := sw.Carry[uint32(lo)]; !ok {
-			t.dropAt(i)
+			t.held.DeleteAt(i) // the last entry takes number i
 			i--
 		}
 	}
