@@ -69,7 +69,7 @@ func main() {
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of one sweep of the largest size here")
 	flag.StringVar(&o.fracs, "fracs", "0.01,0.1,0.25", "shares of sets written per interval in the change-driven run at the largest size (empty skips it)")
 	flag.IntVar(&o.phase, "phase", 60, "seconds per phase of the change-driven run: long enough for the pace to settle after the application's load changes (it measures a baseline second every 5 s)")
-	flag.BoolVar(&o.peer, "peer", true, "build oliver006/redis_exporter from the Go module proxy in a temp dir and time its --check-keys at 100k keys")
+	flag.BoolVar(&o.peer, "peer", true, "time Debian's prometheus-redis-exporter --check-keys over the largest size's slot sets")
 	flag.StringVar(&w.fracs, "worker-fracs", "", "internal")
 	flag.IntVar(&w.phase, "worker-phase", 0, "internal")
 	flag.BoolVar(&w.full, "worker-full", false, "internal")
@@ -197,8 +197,9 @@ func run(ctx context.Context, o *opts) (*report, error) {
 		rep.Churn = c
 	}
 	if o.peer {
-		log.Printf("peer: oliver006/redis_exporter --check-keys at 100k keys")
-		rep.Peer = runPeer(ctx, 100000)
+		n := slices.Max(o.sizes)
+		log.Printf("peer: %s --check-keys at %d keys", peerBinary, n)
+		rep.Peer = runPeer(ctx, n)
 	}
 	if o.hbHolders > 0 {
 		log.Printf("heartbeat and acquire cost: %d holders", o.hbHolders)

@@ -9,40 +9,55 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
 )
 
-// The peer anchor: oliver006/redis_exporter, built from the Go module proxy
-// in a temporary directory outside this module (never vendored), with
-// --check-keys over the same slot sets. It reads the keys at scrape time;
+// The peer anchor: Debian's prometheus-redis-exporter (oliver006's
+// redis_exporter, packaged; `make deps-bench` installs it), with
+// --check-keys over the same slot sets. It reads the keys at scrape time:
 // what one scrape costs is its sweep.
 
-const peerModule = "github.com/oliver006/redis_exporter"
+const peerBinary = "prometheus-redis-exporter"
 
 type peerResult struct {
-	Built    bool
+	Ran      bool
 	Err      string
 	Version  string
 	Keys     int
 	Scrape   []float64 // seconds per scrape
 	RedisCPU []float64 // redis-server CPU seconds per scrape
+	RSS      uint64    // the peer's VmRSS after its scrapes
+	HWM      uint64    // the peer's peak RSS
 	Series   int
+	// One slot set holding 1 live, 1 future and 2 expired members: what
+	// the peer says of it, beside what the exporter's state rules say.
+	Anomalous anomalousSet
+}
+
+type anomalousSet struct {
+	Key      string
+	PeerSize float64 // redis_key_size
+	Live     int
+	Future   int // expiry beyond now + ttl: a unit bug; never expires
+	Expired  int // dead, waiting for the next acquire to prune them
 }
 
 func runPeer(ctx context.Context, n int) *peerResult {
 	res := &peerResult{Keys: n}
-	bin, version, err := buildPeer(ctx)
+	bin, err := exec.LookPath(peerBinary)
 	if err != nil {
-		res.Err = err.Error()
-		log.Printf("peer: %v", err)
+		res.Err = fmt.Sprintf("%s not found: `apt-get install prometheus-redis-exporter` (make bench installs it)", peerBinary)
+		log.Printf("peer: %s", res.Err)
 		return res
 	}
-	res.Built, res.Version = true, version
-	defer os.RemoveAll(filepath.Dir(bin))
+	res.Version = peerVersion(ctx, bin)
 	s, err := startServer()
 	if err != nil {
 		res.Err = err.Error()
@@ -60,6 +75,12 @@ func runPeer(ctx context.Context, n int) *peerResult {
 		res.Err = err.Error()
 		return res
 	}
+	as, err := writeAnomalousSet(ctx, admin, now.UnixMilli())
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	res.Anomalous = as
 	port, err := freePort()
 	if err != nil {
 		res.Err = err.Error()
@@ -74,19 +95,12 @@ func runPeer(ctx context.Context, n int) *peerResult {
 		return res
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	hc := &http.Client{Timeout: 5 * time.Minute}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if r, err := hc.Get("http://" + listen + "/health"); err == nil {
-			r.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			res.Err = "redis_exporter did not start listening"
-			return res
-		}
-		time.Sleep(100 * time.Millisecond)
+	hc := &http.Client{Timeout: 10 * time.Minute}
+	if err := waitListening(ctx, hc, "http://"+listen+"/health"); err != nil {
+		res.Err = err.Error()
+		return res
 	}
+	sizeRE := regexp.MustCompile(`(?m)^redis_key_size\{[^}]*key="` + regexp.QuoteMeta(as.Key) + `"[^}]*\} (\S+)$`)
 	for range 3 {
 		c0, t0 := procCPU(s.PID()), time.Now()
 		r, err := hc.Get("http://" + listen + "/metrics")
@@ -99,49 +113,68 @@ func runPeer(ctx context.Context, n int) *peerResult {
 		res.Scrape = append(res.Scrape, time.Since(t0).Seconds())
 		res.RedisCPU = append(res.RedisCPU, (procCPU(s.PID()) - c0).Seconds())
 		res.Series = strings.Count(string(b), "\nredis_key_size{")
+		if m := sizeRE.FindSubmatch(b); m != nil {
+			res.Anomalous.PeerSize, _ = strconv.ParseFloat(string(m[1]), 64)
+		}
 	}
+	res.RSS = pidStatus(cmd.Process.Pid, "VmRSS")
+	res.HWM = pidStatus(cmd.Process.Pid, "VmHWM")
+	res.Ran = true
 	return res
 }
 
-// buildPeer builds redis_exporter at its latest version in a fresh module
-// in a temp dir, and returns the binary and the version.
-func buildPeer(ctx context.Context) (string, string, error) {
-	dir, err := os.MkdirTemp("", "bench-peer-")
-	if err != nil {
-		return "", "", err
-	}
-	run := func(args ...string) (string, error) {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(cctx, "go", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, withoutURLs(lastLines(string(out), 5)))
-		}
-		return string(out), nil
-	}
-	if _, err := run("mod", "init", "benchpeer"); err != nil {
-		return "", "", err
-	}
-	if _, err := run("get", peerModule+"@latest"); err != nil {
-		return "", "", err
-	}
-	bin := filepath.Join(dir, "redis_exporter")
-	if _, err := run("build", "-o", bin, peerModule); err != nil {
-		return "", "", err
-	}
-	v, _ := run("list", "-m", "-f", "{{.Version}}", peerModule)
-	return bin, strings.TrimSpace(v), nil
+// writeAnomalousSet writes one slot set under the bench's pattern whose
+// ZCARD overstates what is held: the peer reports ZCARD.
+func writeAnomalousSet(ctx context.Context, c *redis.Client, now int64) (anomalousSet, error) {
+	as := anomalousSet{Key: "joishi:streams:peer-anomalous", Live: 1, Future: 1, Expired: 2}
+	ttl := int64(benchTiming.ttl)
+	err := c.ZAdd(ctx, as.Key,
+		redis.Z{Score: float64(now + ttl/2), Member: "live"},
+		// An expiry written in microseconds where milliseconds were meant.
+		redis.Z{Score: float64((now + ttl) * 1000), Member: "future"},
+		redis.Z{Score: float64(now - 60_000), Member: "dead-1"},
+		redis.Z{Score: float64(now - 3_600_000), Member: "dead-2"},
+	).Err()
+	return as, err
 }
 
-func lastLines(s string, n int) string {
-	l := strings.Split(strings.TrimSpace(s), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
+func waitListening(ctx context.Context, hc *http.Client, url string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if r, err := hc.Get(url); err == nil {
+			r.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s did not start listening", peerBinary)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return strings.Join(l, " | ")
+}
+
+func peerVersion(ctx context.Context, bin string) string {
+	out, _ := exec.CommandContext(ctx, bin, "--version").CombinedOutput()
+	if m := regexp.MustCompile(`Exporter (\S+)`).FindSubmatch(out); m != nil {
+		return string(m[1])
+	}
+	return "unknown"
+}
+
+// pidStatus reads a "kB" field of /proc/PID/status (VmRSS, VmHWM) in bytes.
+func pidStatus(pid int, field string) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || name != field {
+			continue
+		}
+		n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		return n << 10
+	}
+	return 0
 }
 
 func freePort() (int, error) {
@@ -154,16 +187,3 @@ func freePort() (int, error) {
 }
 
 func (p *peerResult) median(v []float64) float64 { return redisproc.Median(v) }
-
-// withoutURLs drops the addresses from go's messages: the report names no
-// registry host.
-func withoutURLs(s string) string {
-	var out []string
-	for _, f := range strings.Fields(s) {
-		if strings.Contains(f, "://") {
-			f = "<module proxy>"
-		}
-		out = append(out, f)
-	}
-	return strings.Join(out, " ")
-}
