@@ -114,6 +114,15 @@ func stateSeries(m map[string]float64) map[string]float64 {
 	return out
 }
 
+// keysScanned is how many keys an exporter has read, every family.
+func keysScanned(h *exportertest.Harness) float64 {
+	var n float64
+	for _, v := range exportertest.Series(h.Metrics(), "slot_exporter_keys_scanned_total") {
+		n += v
+	}
+	return n
+}
+
 // sameState compares stateSeries of two exporters' figures.
 func sameState(t *testing.T, when string, want, got map[string]float64) {
 	t.Helper()
@@ -201,7 +210,8 @@ func TestReloadsUnderWritesWithTracking(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client()
 	ctx := context.Background()
-	live := exportertest.RedisTime(t, rc) + 5*time.Minute.Milliseconds()
+	// Live: the last heartbeat (expiry - ttl) is 30s old.
+	live := exportertest.RedisTime(t, rc) + (9*time.Minute + 30*time.Second).Milliseconds()
 	yaml := func(i int) string {
 		// The slot sets' limit changes from one reload to the next: the
 		// figures follow it without reading every key again.
@@ -297,21 +307,118 @@ func TestReloadsUnderWritesWithTracking(t *testing.T) {
 	}
 	s = last
 	h = exportertest.ForSweeper(t, last)
-	scanned := func() float64 {
-		var n float64
-		for _, v := range exportertest.Series(h.Metrics(), "slot_exporter_keys_scanned_total") {
-			n += v
-		}
-		return n
-	}
 	for range 2 {
-		before := scanned()
+		before := keysScanned(h)
 		if err := last.SweepOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if d := scanned() - before; d < keys {
+		if d := keysScanned(h) - before; d < keys {
 			return
 		}
 	}
 	t.Errorf("two sweeps with nothing written each read every key (%v): change tracking is not in use", keys)
+}
+
+// TestReloadThatChangesWhichKeysOrUsers: a reload that changes a family's
+// match after its literal prefix, or only its user, or both, keeps the
+// change feed (it tracks the same prefixes) but not what the family held:
+// keys that no longer match, users named by the old regexp. The reloaded
+// exporter must show what a fresh full read shows, right after the reload
+// and on the change-driven sweep after it. A reload that changes only the
+// limit needs no full read, and must agree too. Keys have no TTL: nothing
+// would ever make them go away by itself.
+func TestReloadThatChangesWhichKeysOrUsers(t *testing.T) {
+	const team, person = `^[a-z]+:([^:]+):`, `^[a-z]+:[^:]+:([^:]+):`
+	type families struct{ match, user string }
+	cases := []struct {
+		name     string
+		from, to families
+		limit    int
+	}{
+		{"match after the prefix", families{"%s:*:b", team}, families{"%s:*:a", team}, 3},
+		{"user only", families{"%s:*", team}, families{"%s:*", person}, 3},
+		{"match and user", families{"%s:*:b", team}, families{"%s:*:a", person}, 3},
+		{"limit only", families{"%s:*:b", team}, families{"%s:*:b", team}, 5},
+	}
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	// Live: the last heartbeat (expiry - ttl) is 30s old.
+	live := exportertest.RedisTime(t, rc) + (9*time.Minute + 30*time.Second).Milliseconds()
+	yaml := func(f families, limit int, track string) string {
+		return redisproc.Config{
+			Addr:     srv.Addr,
+			Sampling: []string{"interval: 1s", "window: 1m", "redis_cpu_share: 0", "track_changes: " + track},
+			Families: []redisproc.Family{
+				{Name: "slots", Kind: "slotset", Match: fmt.Sprintf(f.match, "app"), User: f.user, Limit: limit,
+					TTL: 10 * time.Minute, Heartbeat: time.Minute, MaxHold: time.Hour},
+				{Name: "legacy", Kind: "counter", Match: fmt.Sprintf(f.match, "cnt"), User: f.user, Limit: 3},
+			},
+		}.YAML()
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := rc.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			// 12 people in 3 teams; a key ending in :a and one in :b
+			// each, with different members and values.
+			for i := range 12 {
+				k := fmt.Sprintf("t%d:u%02d", i%3, i)
+				for m := range 1 + i%3 {
+					if err := rc.ZAdd(ctx, "app:"+k+":a", redis.Z{Score: float64(live), Member: fmt.Sprintf("a%d", m)}).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for m := range 2 + i%4 {
+					if err := rc.ZAdd(ctx, "app:"+k+":b", redis.Z{Score: float64(live), Member: fmt.Sprintf("b%d", m)}).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := rc.Set(ctx, "cnt:"+k+":a", i%5, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if err := rc.Set(ctx, "cnt:"+k+":b", i%4-1, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := exportertest.New(t, rc, yaml(c.from, 3, "true"))
+			before.Sweep()
+			before.Sweep() // in sync: this one read only what changed
+			// A write between the last sweep and the reload, to keys of
+			// both patterns: the feed names them to the reloaded family.
+			if err := rc.ZAdd(ctx, "app:t0:u00:a", redis.Z{Score: float64(live), Member: "late"}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := rc.Incr(ctx, "cnt:t1:u01:b").Err(); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := config.Parse([]byte(yaml(c.to, c.limit, "true")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := sweep.New(ctx, cfg, rc, exportertest.Quiet(), before.Sweeper)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Stop)
+			after := exportertest.ForSweeper(t, s)
+			fresh := exportertest.New(t, rc, yaml(c.to, c.limit, "false"))
+			for i, when := range []string{"the sweep after the reload", "the change-driven sweep after that"} {
+				read := keysScanned(after)
+				after.Sweep()
+				read = keysScanned(after) - read
+				fresh.Sweep()
+				want := fresh.Metrics()
+				sameState(t, when, want, after.Metrics())
+				keys := want[`slot_sets{family="slots"}`] + want[`slot_sets{family="legacy"}`]
+				switch {
+				case i == 0 && c.from != c.to && read != keys:
+					t.Errorf("%s read %v keys, want every key (%v): the family's keys or users changed", when, read, keys)
+				case (i == 1 || c.from == c.to) && read >= keys:
+					t.Errorf("%s read %v keys of %v: only what changed was due", when, read, keys)
+				}
+			}
+		})
+	}
 }
