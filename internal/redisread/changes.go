@@ -97,8 +97,16 @@ func (f *ChangeFeed) SetFamilies(fams []WatchedFamily) {
 	}
 	f.mu.Lock()
 	f.fams = fs
-	nodes := f.nodes
+	// A copy: a node's receiving goroutine may drop it from the map.
+	nodes := make([]*feedNode, 0, len(f.nodes))
+	for _, fn := range f.nodes {
+		nodes = append(nodes, fn)
+	}
 	f.mu.Unlock()
+	names := map[string]bool{}
+	for _, fam := range fs {
+		names[fam.name] = true
+	}
 	for _, fn := range nodes {
 		fn.mu.Lock()
 		for _, fam := range fs {
@@ -106,6 +114,13 @@ func (f *ChangeFeed) SetFamilies(fams []WatchedFamily) {
 				// A family new to this node has no complete read under
 				// its epoch yet: it reads everything first anyway.
 				fn.dirty[fam.name] = map[string]struct{}{}
+			}
+		}
+		for name := range fn.dirty {
+			if !names[name] {
+				// A family gone with the reload: what it collected
+				// would be kept for nobody.
+				delete(fn.dirty, name)
 			}
 		}
 		fn.mu.Unlock()
@@ -186,6 +201,11 @@ func (f *ChangeFeed) Changes(ctx context.Context, n Node, family string) ([]stri
 	}
 	fn.used.Store(time.Now().UnixNano())
 	if err := fn.barrier(ctx); err != nil {
+		if ctx.Err() != nil {
+			// The sweep ended (a reload, its timeout), not the
+			// connection: a late answer to this PING is ignored.
+			return nil, 0, ctx.Err()
+		}
 		f.drop(fn, "barrier: "+err.Error())
 		return nil, 0, fmt.Errorf("%w: node %s: %v", ErrNoTracking, n.Addr, err)
 	}
@@ -224,6 +244,11 @@ func (f *ChangeFeed) node(ctx context.Context, n Node) (*feedNode, error) {
 	}
 	fn, err := f.connect(ctx, n)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The sweep ended while connecting (a reload, its
+			// timeout): the node did not refuse, the next sweep tries.
+			return nil, ctx.Err()
+		}
 		f.refused[n.Addr] = time.Now()
 		if !f.warned[n.Addr] {
 			f.warned[n.Addr] = true

@@ -12,6 +12,7 @@ import (
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
+	"github.com/slotexporter/slot_exporter/internal/track"
 )
 
 // family runs one family's sweeps. Only its own goroutine touches its
@@ -23,8 +24,12 @@ type family struct {
 	s        *Sweeper // read-only: topology, reader, watcher, logger
 	state    *state
 	// mu is held while a sweep changes the state, so that the on-call
-	// page can look a member up between sweeps.
-	mu sync.Mutex
+	// page can look a member up between sweeps. It goes with the state
+	// to a reload's family: the page may still hold the old sweeper.
+	mu *sync.Mutex
+	// limits are the kind's, fixed when the family is built: scrapes
+	// read them while a reload reconfigures the kind.
+	limits track.Limits
 
 	snap  atomic.Pointer[snapshot.Family]
 	clock atomic.Pointer[clockReading]
@@ -166,7 +171,7 @@ func (f *family) staleAfter(period time.Duration) time.Duration {
 // sweep); it is passed in, not read from the state, because scrapes call
 // this too while a sweep changes the state.
 func (f *family) emptySnapshot(period time.Duration) *snapshot.Family {
-	lim := f.state.tracker.Limits()
+	lim := f.limits
 	return &snapshot.Family{
 		Name: f.cfg.Name, Kind: string(f.cfg.Kind),
 		Limit: float64(lim.Limit), HasLimit: lim.Limit > 0, FloorWindow: f.cfg.FloorWindow,

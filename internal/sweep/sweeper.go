@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,11 @@ type Sweeper struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// loopsOnce ends the loops once; releaseOnce closes what s owns once,
+	// by Stop or by a successor that first takes the pacer and the feed
+	// over (keepPacer, keepFeed: release leaves them open).
+	loopsOnce, releaseOnce sync.Once
+	keepPacer, keepFeed    bool
 }
 
 // New builds a sweeper. Families of prev with the same name and kind hand
@@ -51,6 +57,10 @@ type Sweeper struct {
 // discovery: notify, Redis must publish keyspace events: New refuses
 // otherwise, with the CONFIG SET that fixes it. Once the config is known
 // to be runnable, New stops prev (which keeps running when New fails).
+//
+// What the new sweeper takes over from prev (the families' state, the
+// CPU pacer, the change feed) is taken only once prev's loops have ended:
+// an old family still sweeping would read it while it changes hands.
 func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, logger *slog.Logger, prev *Sweeper) (*Sweeper, error) {
 	replica := cfg.Redis.ReadFrom == config.ReadFromReplica
 	s := &Sweeper{
@@ -66,33 +76,56 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 			fams = append(fams, redisread.WatchedFamily{Name: f.Name, Match: f.Match, Re: f.MatchRegexp, Classes: kind.NotifyClasses(f.Kind)})
 		}
 		if err := redisread.CheckNotify(ctx, s.topo, fams); err != nil {
+			s.reader.Close()
 			return nil, err
 		}
 		s.watcher = redisread.NewWatcher(fams, cfg.Redis.DB, logger)
 	}
 	s.shard = redisread.Shard{Index: cfg.Sampling.ShardIndex, Count: cfg.Sampling.ShardCount}
-	if prev != nil && prev.pacer != nil && cfg.Sampling.RedisCPUShare > 0 {
-		// What the pacer measured (the cost per key, the baseline) holds
-		// across reloads, as the key budget does.
-		s.pacer = prev.pacer
-		s.pacer.setShare(cfg.Sampling.RedisCPUShare)
-	} else if cfg.Sampling.RedisCPUShare > 0 {
-		s.pacer = newCPUPacer(cfg.Sampling.RedisCPUShare)
+	states := make([]*state, len(cfg.Families))
+	for i := range cfg.Families {
+		st, err := newState(&cfg.Families[i], &cfg.Sampling)
+		if err != nil {
+			if s.watcher != nil {
+				s.watcher.Close()
+			}
+			s.reader.Close()
+			return nil, err
+		}
+		states[i] = st
 	}
-	if cfg.Sampling.TrackChanges && cfg.Sampling.Discovery == config.DiscoveryScan {
-		var fams []redisread.WatchedFamily
+	// Runnable: from here on nothing fails, and prev is stopped.
+	var feedFams []redisread.WatchedFamily
+	tracking := cfg.Sampling.TrackChanges && cfg.Sampling.Discovery == config.DiscoveryScan
+	if tracking {
 		for i := range cfg.Families {
 			f := &cfg.Families[i]
-			fams = append(fams, redisread.WatchedFamily{Name: f.Name, Match: f.Match, Re: f.MatchRegexp})
+			feedFams = append(feedFams, redisread.WatchedFamily{Name: f.Name, Match: f.Match, Re: f.MatchRegexp})
 		}
-		feed := redisread.NewChangeFeed(fams, s.shard, logger)
-		if prev != nil && prev.changes != nil && sameRedis(&prev.cfg.Redis, &cfg.Redis) && prev.changes.Covers(feed) {
-			// The connections and what they collected carry over: a
-			// reload does not read every key again.
-			prev.changes.SetFamilies(fams)
-			feed, prev.changes = prev.changes, nil
-		}
-		s.changes = feed
+		s.changes = redisread.NewChangeFeed(feedFams, s.shard, logger)
+	}
+	if prev != nil {
+		prev.stopLoops()
+		prev.releaseOnce.Do(func() {
+			if prev.pacer != nil && cfg.Sampling.RedisCPUShare > 0 {
+				// What the pacer measured (the cost per key, the
+				// baseline) holds across reloads, as the key budget
+				// does.
+				prev.pacer.stop()
+				s.pacer, prev.keepPacer = prev.pacer, true
+				s.pacer.setShare(cfg.Sampling.RedisCPUShare)
+			}
+			if tracking && prev.changes != nil && sameRedis(&prev.cfg.Redis, &cfg.Redis) && prev.changes.Covers(s.changes) {
+				// The connections and what they collected carry over:
+				// a reload does not read every key again.
+				prev.changes.SetFamilies(feedFams)
+				s.changes, prev.keepFeed = prev.changes, true
+			}
+			prev.release()
+		})
+	}
+	if s.pacer == nil && cfg.Sampling.RedisCPUShare > 0 {
+		s.pacer = newCPUPacer(cfg.Sampling.RedisCPUShare)
 	}
 	if s.pacer != nil {
 		var count func() uint64
@@ -101,38 +134,80 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 		}
 		s.pacer.setInvalidations(count)
 	}
-	states := make([]*state, len(cfg.Families))
-	for i := range cfg.Families {
-		st, err := newState(&cfg.Families[i], &cfg.Sampling)
-		if err != nil {
-			return nil, err
-		}
-		states[i] = st
-	}
 	old := map[string]*family{}
 	if prev != nil {
-		prev.Stop()
 		for _, f := range prev.fams {
 			old[f.cfg.Name] = f
 		}
 	}
 	for i := range cfg.Families {
 		fc := &cfg.Families[i]
-		st := states[i]
-		if p := old[fc.Name]; p != nil && p.cfg.Kind == fc.Kind {
-			st = p.state.handOver(fc, &cfg.Sampling)
+		st, mu := states[i], &sync.Mutex{}
+		p := old[fc.Name]
+		if p != nil && p.cfg.Kind == fc.Kind {
+			// The on-call page may still look a member up through prev:
+			// the old and the new family share the state's lock.
+			st, mu = p.state, p.mu
+			mu.Lock()
+			st.handOver(fc, &cfg.Sampling)
 			if !sameRedis(&prev.cfg.Redis, &cfg.Redis) {
 				st.lost.markMoved(prev.cfg.Redis.DB == cfg.Redis.DB)
 				st.synced = nil
+			} else if !sameKeys(p.cfg, fc, p.sampling, &cfg.Sampling) {
+				// What the kind holds was read under the old match,
+				// user or settings: keys that no longer match, users
+				// named by the old regexp. One full read replaces it.
+				st.synced = nil
 			}
+			mu.Unlock()
 		}
-		f := &family{cfg: fc, sampling: &cfg.Sampling, leaks: &cfg.Leaks, s: s, state: st}
-		if p := old[fc.Name]; p != nil {
+		f := &family{cfg: fc, sampling: &cfg.Sampling, leaks: &cfg.Leaks, s: s, state: st, mu: mu,
+			limits: st.tracker.Limits()}
+		if p != nil {
 			f.snap.Store(p.snap.Load())
 		}
 		s.fams = append(s.fams, f)
 	}
 	return s, nil
+}
+
+// sameKeys reports whether a family reloaded from a to b holds what it
+// held: the same keys (match), users (user), and what the kind keeps of
+// each key (every other setting but the thresholds applied when
+// publishing: limit, floor_window). Otherwise the reloaded family reads
+// every key once, as a new one would.
+func sameKeys(a, b *config.Family, sa, sb *config.Sampling) bool {
+	x, y := *a, *b
+	if userPattern(&x) != userPattern(&y) || sa.MaxMembersPerKey != sb.MaxMembersPerKey {
+		return false
+	}
+	// The compiled forms follow from the fields compared.
+	x.UserRegexp, x.MatchRegexp, y.UserRegexp, y.MatchRegexp = nil, nil, nil, nil
+	x.Limit, x.FloorWindow, y.Limit, y.FloorWindow = 0, 0, 0, 0
+	x.User, y.User = "", ""
+	return reflect.DeepEqual(exported(x), exported(y))
+}
+
+// userPattern is the regexp that names a family's users, explicit or
+// derived from match.
+func userPattern(f *config.Family) string {
+	if f.UserRegexp != nil {
+		return f.UserRegexp.String()
+	}
+	return f.User
+}
+
+// exported is a family's exported fields: the unexported ones are
+// derived from them.
+func exported(f config.Family) []any {
+	v := reflect.ValueOf(f)
+	var out []any
+	for i := range v.NumField() {
+		if v.Type().Field(i).IsExported() {
+			out = append(out, v.Field(i).Interface())
+		}
+	}
+	return out
 }
 
 // sameRedis reports whether two redis sections point at the same data:
@@ -160,17 +235,31 @@ func (s *Sweeper) Start() {
 
 // Stop ends the loops and waits for a sweep in flight to finish.
 func (s *Sweeper) Stop() {
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.wg.Wait()
-	if s.pacer != nil {
+	s.stopLoops()
+	s.releaseOnce.Do(s.release)
+}
+
+// stopLoops ends the loops and waits for a sweep in flight to finish: no
+// goroutine of s reads its families' state or its fields after it.
+func (s *Sweeper) stopLoops() {
+	s.loopsOnce.Do(func() {
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.wg.Wait()
+	})
+}
+
+// release closes what s owns, less what a successor took over. Called
+// once, through releaseOnce, after stopLoops.
+func (s *Sweeper) release() {
+	if s.pacer != nil && !s.keepPacer {
 		s.pacer.stop()
 	}
 	if s.watcher != nil {
 		s.watcher.Close()
 	}
-	if s.changes != nil {
+	if s.changes != nil && !s.keepFeed {
 		s.changes.Close()
 	}
 	s.reader.Close()
