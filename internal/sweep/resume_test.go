@@ -87,7 +87,7 @@ func resumeFamilies(now int64) []resumeFamily {
 }
 
 // pipelined runs fn for i in [from, to) in one pipeline.
-func pipelined(t *testing.T, c *redis.Client, from, to int, fn func(c redis.Cmdable, i int)) {
+func pipelined(t *testing.T, c redis.UniversalClient, from, to int, fn func(c redis.Cmdable, i int)) {
 	t.Helper()
 	pipe := c.Pipeline()
 	for i := from; i < to; i++ {
@@ -116,32 +116,43 @@ func TestCutOffSweepGoesOn(t *testing.T) {
 				if err := rc.FlushAll(context.Background()).Err(); err != nil {
 					t.Fatal(err)
 				}
-				testCutOffSweep(t, rc, srv.Addr, rf, track)
+				testCutOffSweep(t, rc, standaloneSection(srv.Addr), rf, track)
 			})
 		}
 	}
 }
 
-func testCutOffSweep(t *testing.T, rc *redis.Client, addr string, rf resumeFamily, track bool) {
+// TestClusterCutOffSweepGoesOn is TestCutOffSweepGoesOn on a cluster of
+// three masters, where each node's read goes on from its own cursor.
+func TestClusterCutOffSweepGoesOn(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	cc := cl.Client()
+	testCutOffSweep(t, cc, clusterSection(cl, "primary"), resumeFamilies(redisNowMs(t, cc))[0], false)
+}
+
+// testCutOffSweep runs TestCutOffSweepGoesOn's checks for one family, on
+// the Redis of the redis block redisSection, which rc writes to.
+func testCutOffSweep(t *testing.T, rc redis.UniversalClient, redisSection []string, rf resumeFamily, track bool) {
 	began := time.Now()
 	pipelined(t, rc, 0, resumeKeys, rf.write)
 	yaml := func(sampling ...string) string {
 		return redisproc.Config{
-			Addr: addr,
+			Redis: redisSection,
 			Sampling: append([]string{"interval: 1s", "window: 10m", "redis_cpu_share: 0",
 				fmt.Sprintf("track_changes: %v", track)}, sampling...),
 			Leaks:    []string{"per_user_series: 1000"},
 			Families: []redisproc.Family{rf.fam},
 		}.YAML()
 	}
-	full := exportertest.New(t, rc, yaml())
+	full := exportertest.Dial(t, yaml())
 	logs := exportertest.NewLogs()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("cut-off exporter's log:\n%s", logs.String())
 		}
 	})
-	cut := exportertest.New(t, rc, yaml("timeout: 500ms", fmt.Sprintf("max_keys_per_second: %d", resumeBudget)), logs.Logger())
+	cut := exportertest.Dial(t, yaml("timeout: 500ms", fmt.Sprintf("max_keys_per_second: %d", resumeBudget)), logs.Logger())
 	name := rf.fam.Name
 	series := func(m string) string { return fmt.Sprintf(`%s{family=%q}`, m, name) }
 
