@@ -75,26 +75,99 @@ func (rd *Reader) Close() { rd.pool.close() }
 // so its round trips overlap the reads. Batches of results go to out; the
 // first error ends the scan and is returned.
 func (rd *Reader) ScanNode(ctx context.Context, c redis.Cmdable, p *Plan, out chan<- []KeyRead) error {
+	return rd.ScanNodeFrom(ctx, c, p, nil, out)
+}
+
+// Progress is how far the read of one node (or one list of keys) has got:
+// what has been handed to out, batch by batch. A sweep cut off at its
+// timeout keeps it, and the next attempt passes it back to go on from
+// there. Only the reader of that node writes it, as it hands each batch
+// over; the caller reads it once the reader has returned.
+type Progress struct {
+	// Cursor is the SCAN cursor of the page being handed over (0 at the
+	// start), and Sent the keys of that page handed over already: SCAN
+	// from Cursor again may return the page with keys added or missing,
+	// so the keys are named rather than counted.
+	Cursor uint64
+	Sent   map[string]struct{}
+	// Offset is how many keys of a list (ReadKeysFrom) have been handed
+	// over, after the shard's filter.
+	Offset int
+	// Done is set once every key has been handed over.
+	Done bool
+	// Keys counts the keys handed over, in all.
+	Keys int
+}
+
+// page is a SCAN page, or a slice of a list of keys (scan false), on its
+// way to the reads.
+type page struct {
+	keys         []string
+	scan         bool
+	cursor, next uint64 // the cursor that returned keys, and the one after
+}
+
+// handed records that chunk, a part of pg, has gone to out; last: the
+// page's final part.
+func (pos *Progress) handed(pg *page, chunk []string, last bool) {
+	if pos == nil {
+		return
+	}
+	pos.Keys += len(chunk)
+	if !pg.scan {
+		pos.Offset += len(chunk)
+		return
+	}
+	if last {
+		pos.Cursor, pos.Sent = pg.next, nil
+		pos.Done = pg.next == 0
+		return
+	}
+	if pos.Cursor != pg.cursor || pos.Sent == nil {
+		pos.Cursor, pos.Sent = pg.cursor, make(map[string]struct{}, len(pg.keys))
+	}
+	for _, k := range chunk {
+		pos.Sent[k] = struct{}{}
+	}
+}
+
+// ScanNodeFrom is ScanNode going on from pos (nil: from the start,
+// untracked), which it advances as batches go to out.
+func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, pos *Progress, out chan<- []KeyRead) error {
+	if pos != nil && pos.Done {
+		return nil
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pages := make(chan []string, 4)
+	pages := make(chan page, 4)
 	scanErr := make(chan error, 1)
 	// Under a key budget a SCAN page is no bigger than a chunk of reads:
 	// one SCAN COUNT 1000 holds Redis for about a millisecond, which is
 	// what other clients' p99 sees.
 	count := min(p.ScanCount, int64(p.chunk()))
+	var cursor uint64
+	var sent map[string]struct{}
+	if pos != nil {
+		cursor, sent = pos.Cursor, pos.Sent
+	}
 	go func() {
 		defer close(pages)
-		var cursor uint64
+		first := true
 		for {
 			keys, next, err := c.Scan(ctx, cursor, p.Match, count).Result()
 			if err != nil {
 				scanErr <- fmt.Errorf("SCAN: %w", err)
 				return
 			}
+			if first && len(sent) > 0 {
+				// The page a cut-off attempt was in the middle of: its
+				// keys handed over then are not read twice.
+				keys = slices.DeleteFunc(keys, func(k string) bool { _, ok := sent[k]; return ok })
+			}
+			first = false
 			if keys = p.Shard.filter(keys); len(keys) > 0 {
 				select {
-				case pages <- keys:
+				case pages <- page{keys: keys, scan: true, cursor: cursor, next: next}:
 				case <-ctx.Done():
 					scanErr <- ctx.Err()
 					return
@@ -107,16 +180,30 @@ func (rd *Reader) ScanNode(ctx context.Context, c redis.Cmdable, p *Plan, out ch
 			cursor = next
 		}
 	}()
-	if err := rd.readPages(ctx, c, p, pages, out); err != nil {
+	if err := rd.readPages(ctx, c, p, pos, pages, out); err != nil {
 		return err
 	}
-	return <-scanErr
+	err := <-scanErr
+	if err == nil && pos != nil {
+		// The last pages may have held none of the plan's keys.
+		pos.Done, pos.Sent = true, nil
+	}
+	return err
 }
 
 // ReadKeys reads a list of known keys (from notifications, or keys that
 // moved between cluster nodes) in batches of scan_count, the way ScanNode
 // reads SCAN pages.
 func (rd *Reader) ReadKeys(ctx context.Context, c redis.Cmdable, p *Plan, keys []string, out chan<- []KeyRead) error {
+	return rd.ReadKeysFrom(ctx, c, p, keys, nil, out)
+}
+
+// ReadKeysFrom is ReadKeys going on from pos (nil: from the start,
+// untracked): keys must be the same list each time.
+func (rd *Reader) ReadKeysFrom(ctx context.Context, c redis.Cmdable, p *Plan, keys []string, pos *Progress, out chan<- []KeyRead) error {
+	if pos != nil && pos.Done {
+		return nil
+	}
 	step := int(p.ScanCount)
 	if step < 1 {
 		step = 1000
@@ -124,22 +211,28 @@ func (rd *Reader) ReadKeys(ctx context.Context, c redis.Cmdable, p *Plan, keys [
 	if p.Shard.Count > 1 {
 		keys = p.Shard.filter(slices.Clone(keys))
 	}
-	pages := make(chan []string)
+	if pos != nil {
+		keys = keys[min(pos.Offset, len(keys)):]
+	}
+	pages := make(chan page)
 	go func() {
 		defer close(pages)
 		for i := 0; i < len(keys); i += step {
 			select {
-			case pages <- keys[i:min(i+step, len(keys))]:
+			case pages <- page{keys: keys[i:min(i+step, len(keys))]}:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	err := rd.readPages(ctx, c, p, pages, out)
+	err := rd.readPages(ctx, c, p, pos, pages, out)
 	for range pages { // let the feeder finish on an early error
 	}
 	if err == nil {
 		err = ctx.Err()
+	}
+	if err == nil && pos != nil {
+		pos.Done = true
 	}
 	return err
 }
@@ -147,16 +240,19 @@ func (rd *Reader) ReadKeys(ctx context.Context, c redis.Cmdable, p *Plan, keys [
 // readPages reads pages of keys into out. Slot sets on a plain client go
 // over a raw connection with readDepth batches in flight; everything else
 // through go-redis, one pipelined batch at a time.
-func (rd *Reader) readPages(ctx context.Context, c redis.Cmdable, p *Plan, pages <-chan []string, out chan<- []KeyRead) error {
+//
+// pos (nil: untracked) is advanced as each batch goes to out: what the
+// caller has received is exactly what pos says was handed over.
+func (rd *Reader) readPages(ctx context.Context, c redis.Cmdable, p *Plan, pos *Progress, pages <-chan page, out chan<- []KeyRead) error {
 	if z, ok := p.Reads.(*ZSetReads); ok {
 		if cl := rawClient(c); cl != nil {
-			return rd.readPagesRaw(ctx, cl, c, p, z, pages, out)
+			return rd.readPagesRaw(ctx, cl, c, p, z, pos, pages, out)
 		}
 	}
-	for page := range pages {
-		for len(page) > 0 {
-			keys := page[:min(len(page), p.chunk())]
-			page = page[len(keys):]
+	for pg := range pages {
+		for rest := pg.keys; len(rest) > 0; {
+			keys := rest[:min(len(rest), p.chunk())]
+			rest = rest[len(keys):]
 			if err := p.wait(ctx, len(keys)); err != nil {
 				return err
 			}
@@ -169,6 +265,7 @@ func (rd *Reader) readPages(ctx context.Context, c redis.Cmdable, p *Plan, pages
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			pos.handed(&pg, keys, len(rest) == 0)
 		}
 	}
 	return nil
@@ -224,7 +321,7 @@ func (p *Plan) stamp(reads []KeyRead, at int64) {
 
 // readPagesRaw reads slot sets over a raw connection with readDepth
 // batches in flight.
-func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cmdable, p *Plan, z *ZSetReads, pages <-chan []string, out chan<- []KeyRead) error {
+func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cmdable, p *Plan, z *ZSetReads, pos *Progress, pages <-chan page, out chan<- []KeyRead) error {
 	conn, err := rd.pool.get(ctx, cl)
 	if err != nil {
 		return fmt.Errorf("sweep connection: %w", err)
@@ -232,6 +329,8 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 	type batch struct {
 		keys []string
 		at   int64
+		pg   *page
+		last bool
 	}
 	var inflight []batch
 	defer func() {
@@ -253,18 +352,20 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 				return err
 			}
 		}
+		b := inflight[0]
 		inflight = inflight[1:]
 		select {
 		case out <- reads:
+			pos.handed(b.pg, b.keys, b.last)
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	for page := range pages {
-		for len(page) > 0 {
-			keys := page[:min(len(page), p.chunk())]
-			page = page[len(keys):]
+	for pg := range pages {
+		for rest := pg.keys; len(rest) > 0; {
+			keys := rest[:min(len(rest), p.chunk())]
+			rest = rest[len(keys):]
 			if err := p.wait(ctx, len(keys)); err != nil {
 				return err
 			}
@@ -272,7 +373,7 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 			if err := conn.sendSlotReads(ctx, keys, z.MaxMembers); err != nil {
 				return err
 			}
-			inflight = append(inflight, batch{keys, at})
+			inflight = append(inflight, batch{keys, at, &pg, len(rest) == 0})
 			if len(inflight) >= p.depth() {
 				if err := recv(); err != nil {
 					return err
@@ -293,17 +394,34 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 // that the reads reach Redis as a steady trickle rather than a page every
 // few milliseconds that other clients would queue behind: at 100k keys/s
 // this halved the p99 of concurrent GET/SET traffic in `make bench`.
+// Under the CPU pace, at least pacedChunk.
 func (p *Plan) chunk() int {
-	lim := math.Inf(1)
-	for _, b := range []*rate.Limiter{p.Budget, p.Pace} {
-		if b != nil {
-			lim = min(lim, float64(b.Limit()))
-		}
+	n := math.MaxInt
+	if p.Budget != nil {
+		n = min(n, max(limitInt(p.Budget)/1000, 10))
 	}
-	if math.IsInf(lim, 1) {
-		return math.MaxInt
+	if p.Pace != nil {
+		n = min(n, max(limitInt(p.Pace)/1000, pacedChunk))
 	}
-	return max(int(lim)/1000, 10)
+	return n
+}
+
+// pacedChunk is the smallest batch the CPU pace sends. The pace charges
+// the exporter with all Redis spends on its reads, and a round trip costs
+// Redis a read, a write and an event-loop turn whatever the batch: at the
+// default share a millisecond's worth is some 20 keys, and the paced read
+// cost twice the unpaced pipeline's per key. A hundred slot sets' ZRANGE
+// and PTTL are about 14 KB, within one of Redis's 16 KB reads of a client's
+// input, so a batch still holds Redis no longer than any one client's read
+// does.
+const pacedChunk = 100
+
+// limitInt is l's rate as an int, an unlimited one as the largest.
+func limitInt(l *rate.Limiter) int {
+	if r := float64(l.Limit()); r < math.MaxInt32 {
+		return int(r)
+	}
+	return math.MaxInt32
 }
 
 // depth is how many batches are in flight on a raw connection. Under a

@@ -91,10 +91,13 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []redisre
 
 // readChanged reads one node's changed keys, and the next slice of the
 // reconciliation's SCAN, which goes on from where the last sweep left it.
+// An attempt after a cut-off reads the rest of the same list.
 func (f *family) readChanged(ctx context.Context, run *sweepRun, n redisread.Node, out chan<- []redisread.KeyRead) error {
 	st := f.state
-	keys := run.changed[n.Addr]
-	if run.quota > 0 {
+	run.cursorMu.Lock()
+	keys, listed := run.changed[n.Addr], run.reconciled[n.Addr]
+	run.cursorMu.Unlock()
+	if run.quota > 0 && !listed {
 		seen := make(map[string]struct{}, len(keys))
 		for _, k := range keys {
 			seen[k] = struct{}{}
@@ -123,10 +126,11 @@ func (f *family) readChanged(ctx context.Context, run *sweepRun, n redisread.Nod
 		}
 		run.cursorMu.Lock()
 		st.cursor[n.Addr] = cursor
+		run.changed[n.Addr], run.reconciled[n.Addr] = keys, true
 		run.cursorMu.Unlock()
 	}
 	if len(keys) == 0 {
 		return nil
 	}
-	return f.s.reader.ReadKeys(ctx, n.C, run.plan, keys, out)
+	return f.s.reader.ReadKeysFrom(ctx, n.C, run.plan, keys, run.progress[n.Addr], out)
 }

@@ -90,11 +90,20 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 	cancel()
 	end := time.Now()
 	dur := end.Sub(start)
-	if err != nil {
-		if ctx.Err() != nil {
-			// Shutting down or reloading: not a Redis failure.
-			return err
-		}
+	// A sweep cut off at sampling.timeout having read more keys goes on
+	// in the next attempt (resume.go): Redis answers, so it is no
+	// failure; the figures of the last complete sweep stay.
+	var cut *cutOff
+	continued := errors.As(err, &cut) && cut.applied > 0 && ctx.Err() == nil
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Shutting down or reloading: not a Redis failure, and what the
+		// sweep read is dropped with the config it was read under.
+		st.partial = nil
+		return err
+	case continued:
+		f.logCutOff(cut, dur)
+	case err != nil:
 		st.sweepErrors++
 		// Keys the feed named for this sweep may not all have been read:
 		// the next sweep reads everything.
@@ -112,7 +121,7 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 		if n := st.failures; n&(n-1) == 0 {
 			f.log().Error("sweep failed", "err", err, "duration", dur, "failures_in_a_row", n, "next_try_in", f.retryAfter())
 		}
-	} else {
+	default:
 		if st.failures > 0 {
 			f.log().Info("sweep recovered", "failures_in_a_row", st.failures, "down_for", end.Sub(st.firstFailure))
 		}
@@ -121,20 +130,28 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 		st.lastGauges = g
 		st.synced, st.pendingSync = st.pendingSync, nil
 		st.known = g.sets
+		// The period runs from the start of the sweep's first attempt:
+		// a sweep read over several attempts is as old as that.
 		if st.lastStart.IsZero() {
-			st.period = dur
+			st.period = end.Sub(g.began)
 		} else {
-			st.period = start.Sub(st.lastStart)
+			st.period = g.began.Sub(st.lastStart)
 		}
-		st.lastStart = start
+		st.lastStart = g.began
+		if g.attempts > 1 {
+			f.log().Warn("sweep completed over several attempts, each cut off at sampling.timeout",
+				"attempts", g.attempts, "read_for", end.Sub(g.began), "sampling_period", st.period)
+		}
 	}
 	if dur > f.sampling.Interval {
 		st.overruns++
-		f.log().Warn("sweep overran sampling.interval", "duration", dur, "interval", f.sampling.Interval,
-			"hint", "the read budget (sampling.redis_cpu_share, max_keys_per_second) is short of reading every changed key each interval; slot_exporter_sampling_period_seconds says what is achieved")
+		if !continued {
+			f.log().Warn("sweep overran sampling.interval", "duration", dur, "interval", f.sampling.Interval,
+				"hint", "the read budget (sampling.redis_cpu_share, max_keys_per_second) is short of reading every changed key each interval; slot_exporter_sampling_period_seconds says what is achieved")
+		}
 	}
 	fs := f.emptySnapshot(st.period)
-	fs.OK, fs.LastSuccess, fs.Duration = err == nil, st.lastSuccess, dur
+	fs.OK, fs.LastSuccess, fs.Duration = err == nil || continued && st.failures == 0, st.lastSuccess, dur
 	fs.SweepErrors, fs.Overruns, fs.KeysScanned = st.sweepErrors, st.overruns, st.keysScanned
 	for i, name := range redisread.SkipReasonNames() {
 		fs.Skipped = append(fs.Skipped, snapshot.Count{Label: name, N: st.skipped[i]})

@@ -50,8 +50,9 @@ func (l *lostWatch) markMoved(sameDB bool) {
 	l.nodes = map[string]redisread.Identity{}
 }
 
-// check reads every node's identity and flush count.
-func (l *lostWatch) check(ctx context.Context, nodes []redisread.Node, log *slog.Logger) {
+// check reads every node's identity and flush count, and reports whether
+// it found data vanished since the last check.
+func (l *lostWatch) check(ctx context.Context, nodes []redisread.Node, log *slog.Logger) (vanished bool) {
 	moved := l.movedFrom
 	l.movedFrom = nil
 	sameServers := moved != nil
@@ -72,7 +73,7 @@ func (l *lostWatch) check(ctx context.Context, nodes []redisread.Node, log *slog
 			// leave the count where it was, but not at 0.
 			reset := id.Commands < prev.Commands
 			if prev.RunID != id.RunID || id.Flushes > prev.Flushes || reset && id.Flushes > 0 {
-				l.suspect = true
+				l.suspect, vanished = true, true
 			}
 		}
 		if old, ok := moved[id.RunID]; !ok || id.Flushes > old.Flushes || id.Commands < old.Commands {
@@ -83,4 +84,5 @@ func (l *lostWatch) check(ctx context.Context, nodes []redisread.Node, log *slog
 	if sameServers {
 		l.suspect = false
 	}
+	return vanished
 }

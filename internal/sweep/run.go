@@ -18,7 +18,9 @@ import (
 // One sweep of a family: the nodes, Redis TIME, the reads, and what every
 // kind shares in folding a key (duplicates, counts, skips, the user).
 
-// sweepRun accumulates one sweep.
+// sweepRun accumulates one sweep. A sweep cut off at sampling.timeout
+// is kept, and the next attempt goes on with it (resume.go): everything
+// here holds across its attempts.
 type sweepRun struct {
 	kind.Sweep
 	reads    redisread.Reads
@@ -38,25 +40,82 @@ type sweepRun struct {
 	volatile []string
 	quota    int
 	cursorMu sync.Mutex
+
+	// start is the view of slot ownership the sweep started from (nil:
+	// a single server); after is the exporter's clock when Redis TIME
+	// (Now) was read, and began when the first attempt started.
+	start *redisread.SlotView
+	after time.Time
+	began time.Time
+	// progress is how far each node's read has got (by address), and
+	// volatilePos the keys read every sweep; reconciled[node] is set
+	// once the node's list of changed keys has its slice of the
+	// reconciliation. attempts counts the attempts so far, keys the keys
+	// applied in all of them.
+	progress    map[string]*redisread.Progress
+	volatilePos redisread.Progress
+	reconciled  map[string]bool
+	attempts    int
+	keys        int
+	// resumable is false with discovery: notify, whose full scans keep
+	// books of their own per attempt.
+	resumable bool
 }
 
 func (f *family) sweep(ctx context.Context) (gauges, error) {
 	st := f.state
+	run, nodes, err := f.resume(ctx)
+	if err != nil {
+		return gauges{}, err
+	}
+	if run == nil {
+		if run, nodes, err = f.begin(ctx); err != nil {
+			return gauges{}, err
+		}
+	}
+	run.attempts++
+	if p := f.s.pacer; p != nil {
+		p.setNodes(nodes)
+		run.plan.Pace = p.limiter
+		run.plan.Spent = func(n int) { p.keys.Add(uint64(n)) }
+		p.active.Add(1)
+		defer p.active.Add(-1)
+	}
+	applied, err := f.read(ctx, run, nodes)
+	run.keys += applied
+	if err != nil {
+		if ctx.Err() != nil {
+			if run.resumable && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				st.partial = run
+				return gauges{}, &cutOff{run: run, applied: applied, err: ctx.Err()}
+			}
+			return gauges{}, ctx.Err()
+		}
+		return gauges{}, err
+	}
+	return f.finish(ctx, run), nil
+}
+
+// begin starts a sweep: the nodes, Redis TIME, what to read, and the
+// kind's and the floor's sweep.
+func (f *family) begin(ctx context.Context) (*sweepRun, []redisread.Node, error) {
+	st := f.state
 	topo := f.s.topo
+	began := time.Now()
 	// Taken before the nodes are listed, so that a slot that changes
 	// hands in between is caught by settle.
 	start := f.slotView(ctx)
 	nodes, err := topo.Nodes(ctx)
 	if err != nil {
-		return gauges{}, fmt.Errorf("listing nodes: %w", err)
+		return nil, nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	if len(nodes) == 0 {
-		return gauges{}, errors.New("no Redis node to sweep")
+		return nil, nil, errors.New("no Redis node to sweep")
 	}
 	before := time.Now()
 	t, err := nodes[0].C.Time(ctx).Result()
 	if err != nil {
-		return gauges{}, fmt.Errorf("TIME: %w", err)
+		return nil, nil, fmt.Errorf("TIME: %w", err)
 	}
 	after := time.Now()
 	// The exporter's clock at the moment Redis answered, halfway through
@@ -65,7 +124,12 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 	f.clock.Store(&clockReading{skew: mid.Sub(t), at: after.UnixNano()})
 	st.lost.check(ctx, nodes, f.log())
 
-	run := &sweepRun{Sweep: kind.Sweep{Now: t.UnixMilli(), Floor: st.floor, Carry: track.Carry{}}}
+	run := &sweepRun{Sweep: kind.Sweep{Now: t.UnixMilli(), Floor: st.floor, Carry: track.Carry{}},
+		start: start, after: after, began: began, resumable: f.s.watcher == nil,
+		progress: make(map[string]*redisread.Progress, len(nodes)), reconciled: map[string]bool{}}
+	for _, n := range nodes {
+		run.progress[n.Addr] = &redisread.Progress{}
+	}
 	if len(nodes) > 1 || start != nil {
 		run.seenKeys = make(map[uint64]struct{})
 	}
@@ -79,20 +143,19 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 	// needs, and which makes every kind's expiries exact however long a
 	// paced sweep takes to reach a key.
 	run.plan.Now, run.plan.Start = run.Now, mid
-	if p := f.s.pacer; p != nil {
-		p.setNodes(nodes)
-		run.plan.Pace = p.limiter
-		run.plan.Spent = func(n int) { p.keys.Add(uint64(n)) }
-		p.active.Add(1)
-		defer p.active.Add(-1)
-	}
 	st.floor.Begin()
 	if run.changed != nil && run.seenKeys == nil {
 		// Keys named by the feed, re-read as volatile and met by the
 		// reconciliation can overlap.
 		run.seenKeys = make(map[uint64]struct{})
 	}
+	return run, nodes, nil
+}
 
+// read runs one attempt's reads: each node's keys, from where the last
+// attempt left them, and the keys read every sweep. It returns how many
+// keys it applied.
+func (f *family) read(ctx context.Context, run *sweepRun, nodes []redisread.Node) (int, error) {
 	out := make(chan []redisread.KeyRead, 2*len(nodes))
 	// One slot per reader, the volatile keys' included: when one fails it
 	// cancels the others, which fail too, and a reader that could not
@@ -102,35 +165,43 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for _, n := range nodes {
+		pos := run.progress[n.Addr]
+		if pos.Done {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			read := f.readNode
+			var err error
 			if run.changed != nil {
-				read = func(ctx context.Context, n redisread.Node, p *redisread.Plan, out chan<- []redisread.KeyRead) error {
-					return f.readChanged(ctx, run, n, out)
-				}
+				err = f.readChanged(sctx, run, n, out)
+			} else {
+				err = f.readNode(sctx, n, run.plan, pos, out)
 			}
-			if err := read(sctx, n, run.plan, out); err != nil {
+			if err != nil {
 				errc <- fmt.Errorf("node %s: %w", n.Addr, err)
 				cancel()
 			}
 		}()
 	}
-	if len(run.volatile) > 0 {
+	if len(run.volatile) > 0 && !run.volatilePos.Done {
 		// Keys read every sweep go through the router, which finds
 		// their node now.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := f.s.reader.ReadKeys(sctx, topo.Router(), run.plan, run.volatile, out); err != nil {
+			if err := f.s.reader.ReadKeysFrom(sctx, f.s.topo.Router(), run.plan, run.volatile, &run.volatilePos, out); err != nil {
 				errc <- fmt.Errorf("keys read every sweep: %w", err)
 				cancel()
 			}
 		}()
 	}
 	go func() { wg.Wait(); close(out) }()
+	// Every batch a reader hands over is applied, error or not: what its
+	// progress says was read is what the sweep has.
+	applied := 0
 	for batch := range out {
+		applied += len(batch)
 		for i := range batch {
 			f.apply(run, &batch[i])
 		}
@@ -140,13 +211,14 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 	for e := range errc {
 		errs = append(errs, e)
 	}
-	if err := errors.Join(errs...); err != nil {
-		if ctx.Err() != nil {
-			return gauges{}, ctx.Err()
-		}
-		return gauges{}, err
-	}
-	deferEnds := f.settle(ctx, run, start)
+	return applied, errors.Join(errs...)
+}
+
+// finish ends a sweep whose keys have all been read: settling a cluster,
+// replaying what did not change, ending what vanished, committing floors.
+func (f *family) finish(ctx context.Context, run *sweepRun) gauges {
+	st := f.state
+	deferEnds := f.settle(ctx, run, run.start)
 	if run.changed != nil {
 		if deferEnds {
 			// Keys moved between nodes in a way this sweep could not
@@ -162,13 +234,13 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 	if !deferEnds {
 		st.lost.suspect = false
 	}
-	run.ReadBy = run.Now + time.Since(after).Milliseconds()
+	run.ReadBy = run.Now + time.Since(run.after).Milliseconds()
 	ended := st.tracker.End(&run.Sweep, lost, deferEnds)
 	if lost && ended.Lost > 0 {
 		f.log().Warn("holds lost: the data vanished (restart, failover, flush, or another Redis)", "lost", ended.Lost)
 	}
 
-	g := gauges{sets: run.sets}
+	g := gauges{began: run.began, attempts: run.attempts, sets: run.sets}
 	g.users = st.floor.Commit(run.Now, f.sampling.Window.Milliseconds(), f.floorWindow(), st.tracker.Limits())
 	views, dropped := st.floor.Top(f.leaks.PerUserSeries, run.Now)
 	g.userSeries = make([]snapshot.User, len(views))
@@ -176,7 +248,7 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 		g.userSeries[i] = snapshot.User{UserView: v, Extra: st.tracker.UserExtra(v.User)}
 	}
 	g.seriesDropped = dropped
-	return g, nil
+	return g
 }
 
 // floorWindow is the family's floor threshold in ms; a family with the
@@ -188,12 +260,13 @@ func (f *family) floorWindow() int64 {
 	return f.cfg.FloorWindow.Milliseconds()
 }
 
-// readNode reads one node's keys: by SCAN, or from notifications.
-func (f *family) readNode(ctx context.Context, n redisread.Node, p *redisread.Plan, out chan<- []redisread.KeyRead) error {
+// readNode reads one node's keys: by SCAN from where pos says the last
+// attempt left it, or from notifications.
+func (f *family) readNode(ctx context.Context, n redisread.Node, p *redisread.Plan, pos *redisread.Progress, out chan<- []redisread.KeyRead) error {
 	if w := f.s.watcher; w != nil {
 		return w.ReadNode(ctx, f.s.reader, f.cfg.Name, n, p, f.sampling.FullScanInterval, out)
 	}
-	return f.s.reader.ScanNode(ctx, n.C, p, out)
+	return f.s.reader.ScanNodeFrom(ctx, n.C, p, pos, out)
 }
 
 // apply folds one key's read into the sweep: the parts every kind shares

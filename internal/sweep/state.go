@@ -60,10 +60,17 @@ type state struct {
 	// achieved).
 	lastStart time.Time
 	period    time.Duration
+	// partial is a sweep cut off at sampling.timeout, which the next
+	// attempt goes on with (resume.go); nil: the next sweep starts anew.
+	partial *sweepRun
 }
 
 // gauges are the generic figures of the last complete sweep.
 type gauges struct {
+	// began is when the sweep's first attempt started, attempts how many
+	// it took (more than one when cut off at sampling.timeout).
+	began         time.Time
+	attempts      int
 	sets          int
 	users         track.FloorAggregates
 	userSeries    []snapshot.User
@@ -85,6 +92,9 @@ func newState(f *config.Family, s *config.Sampling) (*state, error) {
 func (st *state) handOver(f *config.Family, s *config.Sampling) *state {
 	st.tracker.Reconfigure(f, s)
 	st.setBudget(s.MaxKeysPerSecond)
+	// A sweep in flight read with the old config (its pattern, its
+	// reads): the new one starts anew.
+	st.partial = nil
 	return st
 }
 

@@ -1,0 +1,100 @@
+package redisread
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
+
+	"github.com/slotexporter/slot_exporter/internal/redistest"
+)
+
+// readCutOff runs read, cancelling it once one batch has come out (the
+// way a sweep's timeout strikes), takes every batch the reader handed over
+// before it returned, and returns the keys.
+func readCutOff(t *testing.T, read func(ctx context.Context, out chan<- []KeyRead) error) ([]string, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan []KeyRead, 4)
+	errc := make(chan error, 1)
+	go func() { errc <- read(ctx, out); close(out) }()
+	var keys []string
+	for b := range out {
+		for _, r := range b {
+			keys = append(keys, r.Key)
+		}
+		cancel()
+	}
+	return keys, <-errc
+}
+
+// TestReadsGoOnFromProgress: a SCAN (and a list of keys) cut off after
+// every batch and started again from its Progress reads every key exactly
+// once, on the raw connection and through go-redis. SCAN pages come out a
+// few keys larger than COUNT, the chunk, so that many cut-offs fall inside
+// a page.
+func TestReadsGoOnFromProgress(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	const n = 1000
+	var all []string
+	pipe := c.Pipeline()
+	for i := range n {
+		k := fmt.Sprintf("s:{u%d}", i)
+		all = append(all, k)
+		pipe.ZAdd(ctx, k, redis.Z{Score: float64(i), Member: "m"})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []struct {
+		name string
+		c    redis.Cmdable
+	}{{"raw", c}, {"go-redis", goRedisOnly{c}}} {
+		for _, list := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/list=%v", path.name, list), func(t *testing.T) {
+				rd := NewReader(false)
+				defer rd.Close()
+				p := zsetPlan(1000, 10, Edges{})
+				// 20 keys a batch, and SCAN COUNT 20.
+				p.Budget = rate.NewLimiter(20_000, 2_000)
+				var pos Progress
+				seen := map[string]int{}
+				calls := 0
+				for !pos.Done {
+					calls++
+					if calls > 10*n {
+						t.Fatalf("no end after %d calls: %+v", calls, pos)
+					}
+					keys, err := readCutOff(t, func(ctx context.Context, out chan<- []KeyRead) error {
+						if list {
+							return rd.ReadKeysFrom(ctx, path.c, p, all, &pos, out)
+						}
+						return rd.ScanNodeFrom(ctx, path.c, p, &pos, out)
+					})
+					if err != nil && ctx.Err() != nil {
+						t.Fatal(err)
+					}
+					for _, k := range keys {
+						seen[k]++
+					}
+				}
+				if calls < n/40 {
+					t.Errorf("%d keys read in %d calls cut off after a batch: the cut-offs did not happen", n, calls)
+				}
+				for _, k := range all {
+					if seen[k] != 1 {
+						t.Errorf("%s read %d times", k, seen[k])
+					}
+				}
+				if len(seen) != n || pos.Keys != n {
+					t.Errorf("%d keys read (%d by Progress), want %d", len(seen), pos.Keys, n)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package sweep
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
+	"github.com/slotexporter/slot_exporter/internal/redistest"
+)
+
+var firstPictureSets = flag.Int("first-picture-sets", 100_000, "slot sets of BenchmarkFirstPicture")
+
+// BenchmarkFirstPicture: how long a new exporter, with the defaults a user
+// gets (sampling.timeout 30s, redis_cpu_share 0.1, change tracking on),
+// takes to publish its first complete picture of -first-picture-sets slot
+// sets on a redis-server of its own. Each iteration is a fresh exporter
+// on the same data; the median is reported.
+//
+//	go test -run '^$' -bench FirstPicture -benchtime 3x ./internal/sweep -args -first-picture-sets=1000000
+func BenchmarkFirstPicture(b *testing.B) {
+	srv := redistest.Start(b)
+	rc := srv.Client()
+	ctx := context.Background()
+	now, err := rc.Time(ctx).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	score := float64(now.UnixMilli() + 110_000)
+	pipe := rc.Pipeline()
+	for i := range *firstPictureSets {
+		k := redisproc.SlotKey(fmt.Sprintf("%012d", i))
+		zs := make([]redis.Z, 1+i%5/2)
+		for j := range zs {
+			zs[j] = redis.Z{Score: score, Member: fmt.Sprintf("%08x-0000-4000-8000-%012x", i, j)}
+		}
+		pipe.ZAdd(ctx, k, zs...)
+		pipe.PExpire(ctx, k, time.Hour)
+		if pipe.Len() >= 20_000 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(redisproc.Config{Addr: srv.Addr, Families: []redisproc.Family{redisproc.Slots()}}.YAML()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var took []float64
+	b.ResetTimer()
+	for range b.N {
+		s, err := New(ctx, cfg, rc, slog.New(slog.DiscardHandler), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		s.Start()
+		for s.Snapshot().Families[0].LastSuccess.IsZero() {
+			time.Sleep(100 * time.Millisecond)
+		}
+		d := time.Since(t0)
+		s.Stop()
+		f := s.fams[0]
+		s.pacer.mu.Lock()
+		cost, rate := s.pacer.cost, s.pacer.KeysPerSecond()
+		s.pacer.mu.Unlock()
+		b.Logf("first picture of %d sets after %.1f s in %d attempts (sets %d, keys read %d); pacer: %.2f µs a key, %.0f keys/s",
+			*firstPictureSets, d.Seconds(), f.state.lastGauges.attempts, f.state.lastGauges.sets, f.state.keysScanned, cost*1e6, rate)
+		took = append(took, d.Seconds())
+	}
+	slices.Sort(took)
+	b.ReportMetric(took[len(took)/2], "s/first-picture")
+}

@@ -1,0 +1,240 @@
+package sweep_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
+	"github.com/slotexporter/slot_exporter/internal/redistest"
+)
+
+// The key budget and timeout of the cut-off exporter: an attempt reads at
+// most budget × timeout plus the budget's burst (a tenth of a second's
+// worth), 240 keys, whatever the machine's speed; resumeKeys keys take
+// three attempts at least.
+const (
+	resumeKeys   = 600
+	resumeBudget = 400
+)
+
+// resumeFamily is one family whose figures do not change with time for
+// minutes, and how to write, change and touch (write without changing
+// what is read) its key of user i.
+type resumeFamily struct {
+	fam    redisproc.Family
+	write  func(c redis.Cmdable, i int)
+	change func(c redis.Cmdable, i int)
+	touch  func(c redis.Cmdable, i int)
+	prefix string
+}
+
+func resumeFamilies(now int64) []resumeFamily {
+	u := func(i int) string { return fmt.Sprintf("{u%04d}", i) }
+	ctx := context.Background()
+	score := float64(now + 9*60_000) // live for 4 min (ttl 10m, stale_after 5m)
+	// One expiry for every key, set again by a touch: a lease whose
+	// expiry moved would count a heartbeat, which an exporter that read
+	// the key between a touch and a later write sees and a full read
+	// before and after both does not.
+	expiry := time.UnixMilli(now + 9*60_000)
+	return []resumeFamily{
+		{
+			// Slot sets go over the raw connection.
+			fam: redisproc.Family{Name: "slots", Kind: "slotset", Match: "s:*", Limit: 3, TTL: 10 * time.Minute,
+				Heartbeat: time.Minute, MaxHold: 20 * time.Minute, Extra: []string{"stale_after: 5m"}},
+			prefix: "s:",
+			write: func(c redis.Cmdable, i int) {
+				c.ZAdd(ctx, "s:"+u(i), redis.Z{Score: score, Member: "a" + u(i)}, redis.Z{Score: score, Member: "b" + u(i)})
+				c.PExpireAt(ctx, "s:"+u(i), expiry)
+			},
+			change: func(c redis.Cmdable, i int) {
+				c.ZAdd(ctx, "s:"+u(i), redis.Z{Score: score, Member: "c" + u(i)})
+				c.ZRem(ctx, "s:"+u(i), "a"+u(i))
+			},
+			touch: func(c redis.Cmdable, i int) { c.PExpireAt(ctx, "s:"+u(i), expiry) },
+		},
+		{
+			// Locks and queues through go-redis pipelines.
+			fam:    redisproc.Family{Name: "locks", Kind: "lock", Match: "l:*", TTL: 10 * time.Minute, MaxHold: 20 * time.Minute},
+			prefix: "l:",
+			write: func(c redis.Cmdable, i int) {
+				c.Set(ctx, "l:"+u(i), "token-"+u(i), 0)
+				c.PExpireAt(ctx, "l:"+u(i), expiry)
+			},
+			change: func(c redis.Cmdable, i int) {
+				c.Set(ctx, "l:"+u(i), "other-"+u(i), 0)
+				c.PExpireAt(ctx, "l:"+u(i), expiry)
+			},
+			touch: func(c redis.Cmdable, i int) { c.PExpireAt(ctx, "l:"+u(i), expiry) },
+		},
+		{
+			fam:    redisproc.Family{Name: "queue", Kind: "list", Match: "q:*", Extra: []string{"max_wait: 10m"}},
+			prefix: "q:",
+			write: func(c redis.Cmdable, i int) {
+				c.RPush(ctx, "q:"+u(i), "job-a"+u(i), "job-b"+u(i))
+				c.PExpireAt(ctx, "q:"+u(i), expiry)
+			},
+			change: func(c redis.Cmdable, i int) { c.RPush(ctx, "q:"+u(i), "job-c"+u(i)) },
+			touch:  func(c redis.Cmdable, i int) { c.PExpireAt(ctx, "q:"+u(i), expiry) },
+		},
+	}
+}
+
+// pipelined runs fn for i in [from, to) in one pipeline.
+func pipelined(t *testing.T, c redis.UniversalClient, from, to int, fn func(c redis.Cmdable, i int)) {
+	t.Helper()
+	pipe := c.Pipeline()
+	for i := from; i < to; i++ {
+		fn(pipe, i)
+	}
+	if _, err := pipe.Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCutOffSweepGoesOn: a family whose every attempt is cut off at
+// sampling.timeout (a key budget that reads a third of its keys at most
+// in one) still gets a complete picture, each attempt going on from where
+// the last stopped; that picture is the one a full read gives at the same
+// Redis state, and every key is read once. Keys deleted, added and changed
+// between the attempts of a sweep end up as a full read has them by the
+// sweep after: nothing read in an earlier attempt is ended as released
+// for not being read again, nothing deleted stays counted. With change
+// tracking off and on; slot sets (raw connection), locks and queues.
+func TestCutOffSweepGoesOn(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	for _, track := range []bool{false, true} {
+		for _, rf := range resumeFamilies(redisNowMs(t, rc)) {
+			t.Run(fmt.Sprintf("%s/track_changes=%v", rf.fam.Name, track), func(t *testing.T) {
+				if err := rc.FlushAll(context.Background()).Err(); err != nil {
+					t.Fatal(err)
+				}
+				testCutOffSweep(t, rc, standaloneSection(srv.Addr), rf, track)
+			})
+		}
+	}
+}
+
+// TestClusterCutOffSweepGoesOn is TestCutOffSweepGoesOn on a cluster of
+// three masters, where each node's read goes on from its own cursor.
+func TestClusterCutOffSweepGoesOn(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	cc := cl.Client()
+	testCutOffSweep(t, cc, clusterSection(cl, "primary"), resumeFamilies(redisNowMs(t, cc))[0], false)
+}
+
+// testCutOffSweep runs TestCutOffSweepGoesOn's checks for one family, on
+// the Redis of the redis block redisSection, which rc writes to.
+func testCutOffSweep(t *testing.T, rc redis.UniversalClient, redisSection []string, rf resumeFamily, track bool) {
+	began := time.Now()
+	pipelined(t, rc, 0, resumeKeys, rf.write)
+	yaml := func(sampling ...string) string {
+		return redisproc.Config{
+			Redis: redisSection,
+			Sampling: append([]string{"interval: 1s", "window: 10m", "redis_cpu_share: 0",
+				fmt.Sprintf("track_changes: %v", track)}, sampling...),
+			Leaks:    []string{"per_user_series: 1000"},
+			Families: []redisproc.Family{rf.fam},
+		}.YAML()
+	}
+	full := exportertest.Dial(t, yaml())
+	logs := exportertest.NewLogs()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("cut-off exporter's log:\n%s", logs.String())
+		}
+	})
+	cut := exportertest.Dial(t, yaml("timeout: 500ms", fmt.Sprintf("max_keys_per_second: %d", resumeBudget)), logs.Logger())
+	name := rf.fam.Name
+	series := func(m string) string { return fmt.Sprintf(`%s{family=%q}`, m, name) }
+
+	// sweep runs attempts until one completes, and returns how many were
+	// cut off, and when the first returned and the last was called.
+	sweep := func(what string) (cutOffs int, firstReturned, lastCalled time.Time) {
+		t.Helper()
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			lastCalled = time.Now()
+			err := cut.Sweeper.SweepOnce(context.Background())
+			if firstReturned.IsZero() {
+				firstReturned = time.Now()
+			}
+			if err == nil {
+				return cutOffs, firstReturned, lastCalled
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%s: attempt %d: %v", what, cutOffs+1, err)
+			}
+			cutOffs++
+			if cutOffs == 1 && what == "first sweep" {
+				if v, ok := cut.Metrics()[series("slot_sets")]; ok {
+					t.Errorf("slot_sets = %v after the first attempt was cut off: only a complete sweep publishes", v)
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no complete sweep after %d attempts cut off at sampling.timeout", what, cutOffs)
+			}
+		}
+	}
+
+	// A sweep over several attempts: the same picture as a full read,
+	// every key read once.
+	cutOffs, firstReturned, lastCalled := sweep("first sweep")
+	if cutOffs < 2 {
+		t.Fatalf("the first sweep was cut off %d times; %d keys at %d keys/s within 500ms take 3 attempts at least: the test proves nothing",
+			cutOffs, resumeKeys, resumeBudget)
+	}
+	full.Sweep()
+	got := cut.Metrics()
+	sameFiguresWithin(t, "a sweep over several attempts", full.Metrics(), got, time.Since(began).Seconds())
+	if n := got[series("slot_exporter_keys_scanned_total")]; n != resumeKeys {
+		t.Errorf("%d attempts read %v keys, want each of the %d keys read once", cutOffs+1, n, resumeKeys)
+	}
+	// The period runs from the first attempt's start: longer than the
+	// last attempt, and than the attempts between the first and the last.
+	period, dur := got[series("slot_exporter_sampling_period_seconds")], got[series("slot_exporter_sweep_duration_seconds")]
+	if between := lastCalled.Sub(firstReturned).Seconds(); period <= dur || period < between {
+		t.Errorf("sampling period %vs after %d attempts (the last %vs, %vs between the first and the last): it must span them all",
+			period, cutOffs+1, dur, between)
+	}
+	if l := logs.Lines("sweep cut off at sampling.timeout; the next attempt goes on"); len(l) == 0 {
+		t.Error("no warning that the sweep was cut off and goes on")
+	}
+	if l := logs.Lines("sweep completed over several attempts"); len(l) != 1 {
+		t.Errorf("want one line saying the sweep completed over several attempts, got %q", l)
+	}
+
+	// Every key written, so that with change tracking too the next sweep
+	// has them all to read: it is cut off like the first.
+	pipelined(t, rc, 0, resumeKeys, rf.touch)
+	if err := cut.Sweeper.SweepOnce(context.Background()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the first attempt of a sweep of %d keys returned %v, want a cut-off", resumeKeys, err)
+	}
+	// Between its attempts: keys deleted, added and changed, on both
+	// sides of where the reads stopped.
+	for i := 0; i < resumeKeys; i += 5 {
+		if err := rc.Del(context.Background(), rf.prefix+fmt.Sprintf("{u%04d}", i)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pipelined(t, rc, resumeKeys, resumeKeys+30, rf.write)
+	pipelined(t, rc, 0, resumeKeys, func(c redis.Cmdable, i int) {
+		if i%7 == 3 {
+			rf.change(c, i)
+		}
+	})
+	sweep("the sweep written through")
+	// The sweep after it reads what changed while it ran.
+	sweep("the next sweep")
+	full.Sweep()
+	sameFiguresWithin(t, "the sweep after keys were deleted, added and changed between attempts", full.Metrics(), cut.Metrics(),
+		time.Since(began).Seconds())
+}
