@@ -147,7 +147,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		e.release = rel
 	}
 	if *demoMode {
-		d, err := demo.Start(ctx, logger)
+		d, err := demo.Start(ctx, logger, demo.Options{})
 		if err != nil {
 			logger.Error("demo failed to start", "err", err)
 			return 1
