@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -154,10 +155,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer closeAll(listeners)
 
 	e := &exporter{logger: logger, configFile: src.file, overrides: src.overrides, shard: shardOverride}
+	loginHint, demoWebConfig := "", ""
+	if *demoMode {
+		d, err := demo.Start(ctx, logger, demo.Options{})
+		if err != nil {
+			logger.Error("demo failed to start", "err", err)
+			return 1
+		}
+		defer d.Stop()
+		if src.file == "" {
+			e.inline = d.Config
+			// The release button, ready to try: the demo made an
+			// operator, an audit file and the Redis user releases write
+			// as. A web config of the user's own keeps its say.
+			if r := d.Release; *webFlags.WebConfigFile == "" && *auditFile == "" {
+				*enableRel, demoWebConfig, *auditFile = true, r.WebConfigFile, r.AuditFile
+				loginHint = fmt.Sprintf("Demo: the release button is on. Open Leaks, pick a user, preview a release and confirm it; log in as %q with the password the exporter logged at start. Every preview and release is appended to %s.", r.Operator, r.AuditFile)
+				logger.Info("demo: release is on; log in to the release pages with these (printed once)",
+					"user", r.Operator, "password", r.Password, "audit_file", r.AuditFile, "folder", r.Dir)
+			}
+		}
+	}
 	if *enableRel {
 		// Every release is made by a named operator and audited: without
 		// both there is no release button.
-		if err := web.CheckRelease(*webFlags.WebConfigFile, *auditFile); err != nil {
+		if err := web.CheckRelease(cmp.Or(demoWebConfig, *webFlags.WebConfigFile), *auditFile); err != nil {
 			logger.Error("refusing to start", "err", err)
 			return 1
 		}
@@ -169,17 +191,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer rel.Close()
 		rel.SetFirstSeen(e.FirstSeen)
 		e.release = rel
-	}
-	if *demoMode {
-		d, err := demo.Start(ctx, logger, demo.Options{})
-		if err != nil {
-			logger.Error("demo failed to start", "err", err)
-			return 1
-		}
-		defer d.Stop()
-		if src.file == "" {
-			e.inline = d.Config
-		}
 	}
 	logger.Info("configuration", src.attrs()...)
 	if err := e.reload(); err != nil {
@@ -215,11 +226,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Reload:        e.reload,
 		EnablePprof:   *enablePprof,
 		Releaser:      e.release,
-		WebConfigFile: *webFlags.WebConfigFile,
+		WebConfigFile: cmp.Or(demoWebConfig, *webFlags.WebConfigFile),
+		LoginHint:     loginHint,
 	})
 	if err != nil {
 		logger.Error("web pages", "err", err)
 		return 1
+	}
+
+	var served http.Handler = handler
+	if demoWebConfig != "" {
+		if served, err = releaseAuth(handler, demoWebConfig); err != nil {
+			logger.Error("demo release login", "err", err)
+			return 1
+		}
 	}
 
 	hup := make(chan os.Signal, 1)
@@ -238,7 +258,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	// ErrorLog: failed TLS handshakes and the like go through the
 	// exporter's logger and its format, not straight to stderr.
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *idleTimeout,
+	srv := &http.Server{Handler: served, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *idleTimeout,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}
 	errc := make(chan error, 1)
 	go func() {

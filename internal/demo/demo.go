@@ -30,12 +30,14 @@ type Options struct {
 type Run struct {
 	// Config is the exporter config that watches the embedded Redis.
 	Config []byte
-	mr     *miniredis.Miniredis
-	info   *identity
-	client *redis.Client
-	o      Options
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// Release is what the release button needs in the demo.
+	Release *Release
+	mr      *miniredis.Miniredis
+	info    *identity
+	client  *redis.Client
+	o       Options
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	mu      sync.Mutex
 	running []running
@@ -53,9 +55,14 @@ func Start(ctx context.Context, logger *slog.Logger, o Options) (*Run, error) {
 	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("embedded redis: %w", err)
 	}
-	d := &Run{mr: mr, info: newIdentity(), o: o, Config: []byte(config(mr.Addr()))}
+	rel, pw, pwFile, relFile, err := setupRelease(mr)
+	if err != nil {
+		mr.Close()
+		return nil, err
+	}
+	d := &Run{mr: mr, info: newIdentity(), o: o, Release: rel, Config: []byte(config(mr.Addr(), pwFile, relFile))}
 	d.info.serve(mr)
-	d.client = redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true})
+	d.client = redis.NewClient(&redis.Options{Addr: mr.Addr(), Password: pw, DisableIdentity: true})
 	ctx, d.cancel = context.WithCancel(ctx)
 
 	// miniredis expires keys only when its clock is advanced; keep it in

@@ -11,13 +11,18 @@ import (
 	"github.com/slotexporter/slot_exporter/simulator"
 )
 
-// header is the demo config's redis, sampling and leaks blocks: short
+// header is the demo config's redis, release, sampling and leaks blocks:
+// the embedded Redis's users (setupRelease), and short
 // times, so that every signal moves within a minute (floors beyond their
 // window after 20s, at most 8 per-user series per family, the rest
 // dropped). The workloads' families follow it.
 const header = `
 redis:
   addr: %q
+  password_file: %q
+release:
+  username: %q
+  password_file: %q
 sampling:
   interval: 1s
   window: 10s
@@ -51,9 +56,9 @@ type running interface{ Stop() }
 var workloads = []workload{recipes{}}
 
 // config is the whole demo config for the embedded Redis at addr.
-func config(addr string) string {
+func config(addr, passwordFile, releasePasswordFile string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, header, addr)
+	fmt.Fprintf(&b, header, addr, passwordFile, releaseUser, releasePasswordFile)
 	for _, w := range workloads {
 		b.WriteString(w.families())
 	}
