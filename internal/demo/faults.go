@@ -36,7 +36,9 @@ func (d *Run) faults(ctx context.Context, logger *slog.Logger) {
 		c.PExpire(bg, "joishi:streams:{u-over}", 12*time.Second)
 		// The unit bug (microseconds where milliseconds belong) in every
 		// minute, not only when the workload's few such acquires happen.
-		c.ZAdd(bg, "joishi:streams:{u-micros}", redis.Z{Score: float64(time.Now().UnixMicro() + 6000), Member: "score-in-microseconds"})
+		// NX: the score stays as first written, so that a release
+		// previewed in the demo finds it unchanged.
+		c.ZAddNX(bg, "joishi:streams:{u-micros}", redis.Z{Score: float64(time.Now().UnixMicro() + 6000), Member: "score-in-microseconds"})
 		c.PExpire(bg, "joishi:streams:{u-micros}", 12*time.Second)
 		// Its key expires in 2 s, its slot in 6 s: the set will vanish
 		// with a live slot in it.
