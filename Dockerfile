@@ -7,7 +7,7 @@
 # .dockerignore leaves .git out, so the version and revision come from these
 # build arguments rather than from Go's VCS stamping.
 
-# Build stage: static binaries, no cgo.
+# Build stage: a static binary, no cgo.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -19,13 +19,36 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w \
       -X github.com/prometheus/common/version.Version=${VERSION} \
       -X github.com/prometheus/common/version.Revision=${REVISION}" \
       -o /out/slot_exporter . \
- && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/slotsim ./cmd/slotsim \
  && echo 'nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin' > /out/passwd \
  && echo 'nobody:x:65534:' > /out/group
 
-# Run stage: an empty, static base. Only the binaries, CA roots for
-# rediss://, an example config, the licence and a passwd entry for the
-# non-root user (so that `user: nobody` in compose files still resolves).
+# The simulator, for deploy/docker-compose.yml's traffic: its own image,
+# built with --target slotsim; the default target below leaves it out.
+FROM golang:1.26 AS slotsim-build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/slotsim ./cmd/slotsim
+
+FROM scratch AS slotsim
+COPY --from=build /out/passwd /etc/passwd
+COPY --from=build /out/group /etc/group
+COPY --from=slotsim-build /out/slotsim /bin/slotsim
+USER 65534:65534
+ENTRYPOINT ["/bin/slotsim"]
+
+# Run stage: an empty, static base. Only the exporter (the simulator is
+# for development, not for images), CA roots for rediss://, the default
+# config, the licence and a passwd entry for the non-root user (so that
+# `user: nobody` in compose files still resolves).
+#
+#   docker run -e REDIS_ADDR=redis:6379 slot_exporter
+#   docker run -e REDIS_ADDR=redis:6379 slot_exporter --family 'streams=slotset:joishi:streams:*,limit=3'
+#
+# The default config (examples/container.yml) has the example families and
+# no redis block: REDIS_ADDR is required. --config.file, or
+# SLOT_EXPORTER_CONFIG, names another file.
 FROM scratch
 ARG VERSION=""
 ARG REVISION=""
@@ -39,11 +62,10 @@ COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certifica
 COPY --from=build /out/passwd /etc/passwd
 COPY --from=build /out/group /etc/group
 COPY --from=build /out/slot_exporter /bin/slot_exporter
-COPY --from=build /out/slotsim /bin/slotsim
 COPY LICENSE /LICENSE
-COPY examples/slot_exporter.yml /etc/slot_exporter/slot_exporter.yml
+COPY examples/container.yml /etc/slot_exporter/slot_exporter.yml
+ENV SLOT_EXPORTER_CONFIG=/etc/slot_exporter/slot_exporter.yml
 # Numeric: Kubernetes can only check runAsNonRoot against a numeric user.
 USER 65534:65534
 EXPOSE 10121
 ENTRYPOINT ["/bin/slot_exporter"]
-CMD ["--config.file=/etc/slot_exporter/slot_exporter.yml"]

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,12 +53,19 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	gctarget.Apply()
 	app := kingpin.New(name, "Prometheus exporter and leak detector for crash-safe limits kept in Redis.")
-	app.UsageWriter(stderr)
+	// --help and --version answer on stdout, as node_exporter's do, so
+	// that `slot_exporter --help | grep` works; errors stay on stderr.
+	app.UsageWriter(stdout)
 	app.ErrorWriter(stderr)
+	exited, exitCode := false, 0
+	app.Terminate(func(code int) { exited, exitCode = true, code })
 	configGiven, shardGiven := false, false
+	// The exporter is the default command: no command runs it as before.
+	serveCmd := app.Command("serve", "Run the exporter (the default).").Default()
 	var (
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
-		configFile  = app.Flag("config.file", "slot_exporter configuration file.").Default("slot_exporter.yml").IsSetByUser(&configGiven).String()
+		configFile  = app.Flag("config.file", "slot_exporter configuration file (also "+configEnv+"). Without one, REDIS_ADDR and --family are the whole configuration.").Default(defaultConfigFile).IsSetByUser(&configGiven).String()
+		families    = serveCmd.Flag("family", "A family to watch, name=kind:pattern[,field=value...] (repeatable), e.g. 'streams=slotset:joishi:streams:*,limit=3'; replaces the config file's families. Kinds get the defaults the README lists.").PlaceHolder("NAME=KIND:PATTERN").Strings()
 		configCheck = app.Flag("config.check", "Validate the configuration file and exit.").Bool()
 		shard       = app.Flag("sampling.shard", "Overrides sampling.shard of the config file, at start and at every reload, so that n replicas can share one file; each reads only the keys whose cluster hash slot s has s % n == i.").PlaceHolder("i/n").IsSetByUser(&shardGiven).String()
 		logLevel    = app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").Enum("debug", "info", "warn", "error")
@@ -69,9 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		maxRequests = app.Flag("web.max-requests", "Maximum number of parallel scrapes of the metrics path; more get 503, counted in promhttp_metric_handler_requests_total{code=\"503\"} and logged. 0 means no limit.").Default("40").Int()
 		idleTimeout = app.Flag("web.idle-timeout", "How long an idle keep-alive connection is kept open.").Default("2m").Duration()
 		webFlags    = kingpinflag.AddFlags(app, ":10121")
+		_           = app.GetFlag("web.listen-address").Help("Addresses on which to expose metrics and web interface. Repeatable for multiple addresses. Examples: `:10121` or `[::1]:10121` for http, `vsock://:10121` for vsock")
 
-		// The exporter is the default command: no command runs it as before.
-		_          = app.Command("serve", "Run the exporter (the default).").Default()
 		releaseCmd = app.Command("release", "Release one user's dead slots (or reset a counter, or delete a stale lock) from the command line, with the same checks and audit file as the web button.")
 		relFamily  = releaseCmd.Flag("family", "Family name.").Required().String()
 		relUser    = releaseCmd.Flag("user", "User id, as the family's user regexp extracts it from a key.").Required().String()
@@ -87,6 +94,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app.Version(version.Print(name))
 	app.HelpFlag.Short('h')
 	cmd, err := app.Parse(args)
+	if exited {
+		return exitCode
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
@@ -105,6 +115,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// them once per sweep, so keep these at debug.
 	redis.SetLogger(redisLog{logger})
 
+	src := configSources(*configFile, configGiven, *families, *demoMode)
+
 	if cmd == releaseCmd.FullCommand() {
 		return release.RunCLI(ctx, release.CLIArgs{
 			ConfigFile: *configFile, AuditFile: *auditFile, Family: *relFamily, User: *relUser,
@@ -113,7 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if *configCheck {
-		cfg, err := config.Load(*configFile)
+		cfg, err := config.LoadWith(src.file, src.overrides)
 		if err == nil && shardOverride != "" {
 			err = cfg.OverrideShard(shardOverride)
 		}
@@ -122,18 +134,52 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			err = redisconn.Check(&cfg.Redis)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", *configFile, err)
+			fmt.Fprintf(stderr, "%s: %v\n", src.name(), err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "%s: OK\n", *configFile)
+		fmt.Fprintf(stdout, "%s: OK\n", src.name())
 		return 0
 	}
 
-	e := &exporter{logger: logger, configFile: *configFile, shard: shardOverride}
+	if !*demoMode && src.file == "" && src.overrides.Empty() {
+		logger.Error("refusing to start: no configuration", "hint", config.NoConfigHint)
+		return 1
+	}
+	// Bind before the demo and the first sweep, so that a taken port is all a failed
+	// start reports.
+	listeners, err := listen(webFlags)
+	if err != nil {
+		logger.Error("web server", "err", err)
+		return 1
+	}
+	defer closeAll(listeners)
+
+	e := &exporter{logger: logger, configFile: src.file, overrides: src.overrides, shard: shardOverride}
+	loginHint, demoWebConfig := "", ""
+	if *demoMode {
+		d, err := demo.Start(ctx, logger, demo.Options{})
+		if err != nil {
+			logger.Error("demo failed to start", "err", err)
+			return 1
+		}
+		defer d.Stop()
+		if src.file == "" {
+			e.inline = d.Config
+			// The release button, ready to try: the demo made an
+			// operator, an audit file and the Redis user releases write
+			// as. A web config of the user's own keeps its say.
+			if r := d.Release; *webFlags.WebConfigFile == "" && *auditFile == "" {
+				*enableRel, demoWebConfig, *auditFile = true, r.WebConfigFile, r.AuditFile
+				loginHint = fmt.Sprintf("Demo: the release button is on. Open Leaks, pick a user, preview a release and confirm it; log in as %q with the password the exporter logged at start. Every preview and release is appended to %s.", r.Operator, r.AuditFile)
+				logger.Info("demo: release is on; log in to the release pages with these (printed once)",
+					"user", r.Operator, "password", r.Password, "audit_file", r.AuditFile, "folder", r.Dir)
+			}
+		}
+	}
 	if *enableRel {
 		// Every release is made by a named operator and audited: without
 		// both there is no release button.
-		if err := web.CheckRelease(*webFlags.WebConfigFile, *auditFile); err != nil {
+		if err := web.CheckRelease(cmp.Or(demoWebConfig, *webFlags.WebConfigFile), *auditFile); err != nil {
 			logger.Error("refusing to start", "err", err)
 			return 1
 		}
@@ -146,18 +192,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rel.SetFirstSeen(e.FirstSeen)
 		e.release = rel
 	}
-	if *demoMode {
-		d, err := demo.Start(ctx, logger)
-		if err != nil {
-			logger.Error("demo failed to start", "err", err)
-			return 1
-		}
-		defer d.Stop()
-		if !configGiven {
-			e.configFile = ""
-			e.inline = d.Config
-		}
-	}
+	logger.Info("configuration", src.attrs()...)
 	if err := e.reload(); err != nil {
 		logger.Error("refusing to start", "err", err)
 		return 1
@@ -191,11 +226,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Reload:        e.reload,
 		EnablePprof:   *enablePprof,
 		Releaser:      e.release,
-		WebConfigFile: *webFlags.WebConfigFile,
+		WebConfigFile: cmp.Or(demoWebConfig, *webFlags.WebConfigFile),
+		LoginHint:     loginHint,
 	})
 	if err != nil {
 		logger.Error("web pages", "err", err)
 		return 1
+	}
+
+	var served http.Handler = handler
+	if demoWebConfig != "" {
+		if served, err = releaseAuth(handler, demoWebConfig); err != nil {
+			logger.Error("demo release login", "err", err)
+			return 1
+		}
 	}
 
 	hup := make(chan os.Signal, 1)
@@ -214,10 +258,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	// ErrorLog: failed TLS handshakes and the like go through the
 	// exporter's logger and its format, not straight to stderr.
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *idleTimeout,
+	srv := &http.Server{Handler: served, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *idleTimeout,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}
 	errc := make(chan error, 1)
-	go func() { errc <- toolkit.ListenAndServe(srv, webFlags, logger) }()
+	go func() {
+		if listeners == nil {
+			errc <- toolkit.ListenAndServe(srv, webFlags, logger)
+			return
+		}
+		errc <- toolkit.ServeMultiple(listeners, srv, webFlags, logger)
+	}()
 	select {
 	case err := <-errc:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {

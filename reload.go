@@ -25,6 +25,8 @@ type exporter struct {
 	logger     *slog.Logger
 	configFile string
 	inline     []byte // demo config, used when configFile is ""
+	// overrides are the flags' and environment's settings, over the file.
+	overrides config.Overrides
 	// shard is --sampling.shard, "" without it: it wins over the file's
 	// sampling.shard at every load, so a reload cannot move a replica
 	// onto another replica's keys.
@@ -44,9 +46,9 @@ type exporter struct {
 func (e *exporter) load() (*config.Config, error) {
 	var cfg *config.Config
 	var err error
-	if e.configFile == "" {
-		cfg, err = config.Parse(e.inline)
-	} else if cfg, err = config.Load(e.configFile); err != nil {
+	if e.inline != nil {
+		cfg, err = config.ParseWith(e.inline, e.overrides)
+	} else if cfg, err = config.LoadWith(e.configFile, e.overrides); err != nil && e.configFile != "" {
 		err = fmt.Errorf("%s: %w", e.configFile, err)
 	}
 	if err == nil && e.shard != "" {

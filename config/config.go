@@ -84,6 +84,10 @@ type Redis struct {
 	ReadFrom    string        `yaml:"read_from"`
 	TLS         *TLS          `yaml:"tls"`
 	DialTimeout time.Duration `yaml:"dial_timeout"` // default 5s
+	// TLSAsWritten is TLS with its file names as the file gave them,
+	// before relative ones were resolved: the connection layer's file
+	// checks name them so.
+	TLSAsWritten *TLS `yaml:"-"`
 }
 
 // TLS configures TLS to Redis.
@@ -207,15 +211,14 @@ func parse(b []byte, dir string) (*Config, error) {
 		return nil, err
 	}
 	applyDefaults(c, p)
-	var written *TLS
 	if c.Redis.TLS != nil {
 		t := *c.Redis.TLS
-		written = &t
+		c.Redis.TLSAsWritten = &t
 	}
 	if dir != "" {
 		resolvePaths(c, dir)
 	}
-	res, err := validate(c, p, written)
+	res, err := validate(c, p)
 	if err != nil {
 		return nil, err
 	}

@@ -174,18 +174,18 @@ func (c *Config) Validate() error {
 			"max_deliveries":       f.MaxDeliveries != 0,
 		})
 	}
-	_, err := validate(c, p, nil)
+	_, err := validate(c, p)
 	return err
 }
 
 // validate checks c, whose defaults are applied, and returns the compiled
-// user regexps. sourcePaths, if not nil, gives the TLS file names as written
-// in the file, for error messages.
-func validate(c *Config, p *presence, sourcePaths *TLS) ([]*regexp.Regexp, error) {
+// user regexps. It reads no file and parses no Redis URL beyond its
+// shape: the connection layer (redisconn.Check) does both.
+func validate(c *Config, p *presence) ([]*regexp.Regexp, error) {
 	if len(c.Families) == 0 {
 		return nil, errors.New("families: at least one family is required")
 	}
-	if err := validateRedis(&c.Redis, sourcePaths); err != nil {
+	if err := validateRedis(&c.Redis); err != nil {
 		return nil, err
 	}
 	if err := validateSampling(&c.Sampling); err != nil {

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
-func validateRedis(r *Redis, sourcePaths *TLS) error {
+// validateRedis checks the redis block's shape. What needs a file or the
+// client library (the TLS files, a URL's database) is redisconn.Check's.
+func validateRedis(r *Redis) error {
 	switch r.Mode {
 	case ModeStandalone:
 		if len(r.Addrs) > 0 {
@@ -45,16 +44,13 @@ func validateRedis(r *Redis, sourcePaths *TLS) error {
 		return errors.New("redis.master_name: only used in sentinel mode")
 	}
 
-	var urlDB int
 	if r.Addr != "" {
-		db, err := checkAddr("redis.addr", r.Addr, true)
-		if err != nil {
+		if err := checkAddr("redis.addr", r.Addr, true); err != nil {
 			return err
 		}
-		urlDB = db
 	}
 	for i, a := range r.Addrs {
-		if _, err := checkAddr(fmt.Sprintf("redis.addrs[%d]", i), a, false); err != nil {
+		if err := checkAddr(fmt.Sprintf("redis.addrs[%d]", i), a, false); err != nil {
 			return err
 		}
 	}
@@ -64,10 +60,6 @@ func validateRedis(r *Redis, sourcePaths *TLS) error {
 		return errors.New("redis.db: must be >= 0")
 	case r.DB != 0 && r.Mode == ModeCluster:
 		return errors.New("redis.db: must be 0 in cluster mode (a cluster has only database 0)")
-	case urlDB != 0 && r.Mode == ModeCluster:
-		return errors.New("redis.addr: the URL names a database other than 0; a cluster has only database 0")
-	case r.DB != 0 && urlDB != 0:
-		return errors.New("redis.db: the database is also given in the redis.addr URL")
 	}
 
 	switch r.ReadFrom {
@@ -85,44 +77,19 @@ func validateRedis(r *Redis, sourcePaths *TLS) error {
 	}
 
 	if t := r.TLS; t != nil {
-		src := sourcePaths
-		if src == nil {
-			src = t
-		}
 		if t.CertFile != "" && t.KeyFile == "" {
 			return errors.New("redis.tls.key_file: required when cert_file is set")
 		}
 		if t.KeyFile != "" && t.CertFile == "" {
 			return errors.New("redis.tls.cert_file: required when key_file is set")
 		}
-		for _, f := range []struct{ path, name, shown string }{
-			{"redis.tls.ca_file", t.CAFile, src.CAFile},
-			{"redis.tls.cert_file", t.CertFile, src.CertFile},
-			{"redis.tls.key_file", t.KeyFile, src.KeyFile},
-		} {
-			if f.name == "" {
-				continue
-			}
-			st, err := os.Stat(f.name)
-			if err != nil {
-				var pe *os.PathError
-				if errors.As(err, &pe) {
-					err = pe.Err
-				}
-				return fmt.Errorf("%s: %q: %v", f.path, f.shown, err)
-			}
-			if st.IsDir() {
-				return fmt.Errorf("%s: %q: is a directory", f.path, f.shown)
-			}
-		}
 	}
 	return nil
 }
 
 // checkAddr checks a host:port, or (if urlOK) a redis:// or rediss:// URL,
-// and returns the database the URL names. A password in it is refused, and
-// no error echoes it.
-func checkAddr(path, addr string, urlOK bool) (db int, err error) {
+// by their shape. A password in it is refused, and no error echoes it.
+func checkAddr(path, addr string, urlOK bool) error {
 	scheme, rest, isURL := strings.Cut(addr, "://")
 	if !isURL {
 		rest = addr
@@ -132,23 +99,23 @@ func checkAddr(path, addr string, urlOK bool) (db int, err error) {
 	// password, so any userinfo is refused, and never echoed: the user
 	// name goes in redis.username.
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		return 0, fmt.Errorf("%s: %s", path, errPasswordInConfig)
+		return fmt.Errorf("%s: %s", path, errPasswordInConfig)
 	}
 	if !isURL {
 		host, port, err := net.SplitHostPort(addr)
 		if err == nil && host != "" && !strings.ContainsAny(host, "@/ ") && validPort(port) {
-			return 0, nil
+			return nil
 		}
 		if urlOK {
-			return 0, fmt.Errorf("%s: invalid address %q (want host:port, or a redis:// or rediss:// URL)", path, addr)
+			return fmt.Errorf("%s: invalid address %q (want host:port, or a redis:// or rediss:// URL)", path, addr)
 		}
-		return 0, fmt.Errorf("%s: invalid address %q (want host:port)", path, addr)
+		return fmt.Errorf("%s: invalid address %q (want host:port)", path, addr)
 	}
 	if !urlOK {
-		return 0, fmt.Errorf("%s: invalid address %q (want host:port; URLs only go in redis.addr)", path, addr)
+		return fmt.Errorf("%s: invalid address %q (want host:port; URLs only go in redis.addr)", path, addr)
 	}
 	if scheme != "redis" && scheme != "rediss" {
-		return 0, fmt.Errorf("%s: unsupported URL scheme %q (want redis or rediss)", path, scheme)
+		return fmt.Errorf("%s: unsupported URL scheme %q (want redis or rediss)", path, scheme)
 	}
 	u, err := url.Parse(addr)
 	if err != nil {
@@ -156,16 +123,12 @@ func checkAddr(path, addr string, urlOK bool) (db int, err error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return 0, fmt.Errorf("%s: invalid URL: %v", path, err)
+		return fmt.Errorf("%s: invalid URL: %v", path, err)
 	}
 	if _, ok := u.User.Password(); ok {
-		return 0, fmt.Errorf("%s: %s", path, errPasswordInConfig)
+		return fmt.Errorf("%s: %s", path, errPasswordInConfig)
 	}
-	opts, err := redis.ParseURL(addr)
-	if err != nil {
-		return 0, fmt.Errorf("%s: invalid URL: %s", path, strings.TrimPrefix(err.Error(), "redis: "))
-	}
-	return opts.DB, nil
+	return nil
 }
 
 func validPort(p string) bool {

@@ -48,17 +48,6 @@ func Password(r *config.Redis) (string, error) {
 	return strings.TrimSuffix(s, "\n"), nil
 }
 
-// Check reads every file the connection layer would read (password file,
-// TLS CA, certificate and key), with the errors a connection would give:
-// --config.check and a reload refuse a config whose files are unreadable.
-func Check(r *config.Redis) error {
-	if _, err := Password(r); err != nil {
-		return err
-	}
-	_, err := TLSConfig(r)
-	return err
-}
-
 // fileMaterial re-reads the client key pair when it changes on disk: certificates
 // are renewed in place (cert-manager, Vault agents), and a long-running
 // exporter must present the new one without a restart. A file is read

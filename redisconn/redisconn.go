@@ -22,9 +22,10 @@ const dialRetries = 1
 // New returns a client for r. It does not connect: an unreachable Redis is
 // the sweeper's to report, not a reason to refuse to start.
 func New(r *config.Redis) (redis.UniversalClient, error) {
-	// Read once here so that an unreadable password file refuses the
-	// config; connections read it again through credentials.
-	if _, err := Password(r); err != nil {
+	// Read once here so that an unreadable password file, a missing TLS
+	// file or a URL the client would not take refuses the config;
+	// connections read the password again through credentials.
+	if err := Check(r); err != nil {
 		return nil, err
 	}
 	rc := *r

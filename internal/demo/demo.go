@@ -2,8 +2,8 @@
 // for --demo: every recipe the exporter watches, healthy and with each of
 // its failures, plus the faults no workload makes on its own (a restart
 // that loses the data, keys of the wrong type, values that are not
-// numbers), so that every signal of the catalog moves within a minute.
-// Tests use a real redis-server instead.
+// numbers), so that every trouble gauge of every kind is non-zero at least
+// once in every minute. Tests use a real redis-server instead.
 package demo
 
 import (
@@ -15,31 +15,54 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/slotexporter/slot_exporter/simulator"
 )
+
+// Options is the demo's schedule; the zero value is --demo's.
+type Options struct {
+	// FirstLoss is when the first simulated data loss (a restart without
+	// persistence) happens (default 35s); LossEvery is the time between
+	// two (default 3m), restarts and FLUSHALLs in turn. Tests shorten
+	// them so that a few minutes see several of each.
+	FirstLoss, LossEvery time.Duration
+}
 
 // Run is an embedded Redis with simulated traffic.
 type Run struct {
 	// Config is the exporter config that watches the embedded Redis.
 	Config []byte
-	mr     *miniredis.Miniredis
-	info   *identity
-	client *redis.Client
-	sim    *simulator.Sim
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// Release is what the release button needs in the demo.
+	Release *Release
+	mr      *miniredis.Miniredis
+	info    *identity
+	client  *redis.Client
+	o       Options
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	running []running
 }
 
 // Start starts the embedded Redis and the traffic.
-func Start(ctx context.Context, logger *slog.Logger) (*Run, error) {
+func Start(ctx context.Context, logger *slog.Logger, o Options) (*Run, error) {
+	if o.FirstLoss <= 0 {
+		o.FirstLoss = 35 * time.Second
+	}
+	if o.LossEvery <= 0 {
+		o.LossEvery = 3 * time.Minute
+	}
 	mr := miniredis.NewMiniRedis()
 	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("embedded redis: %w", err)
 	}
-	d := &Run{mr: mr, info: newIdentity(), Config: []byte(fmt.Sprintf(config, mr.Addr()))}
+	rel, pw, pwFile, relFile, err := setupRelease(mr)
+	if err != nil {
+		mr.Close()
+		return nil, err
+	}
+	d := &Run{mr: mr, info: newIdentity(), o: o, Release: rel, Config: []byte(config(mr.Addr(), pwFile, relFile))}
 	d.info.serve(mr)
-	d.client = redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true})
+	d.client = redis.NewClient(&redis.Options{Addr: mr.Addr(), Password: pw, DisableIdentity: true})
 	ctx, d.cancel = context.WithCancel(ctx)
 
 	// miniredis expires keys only when its clock is advanced; keep it in
@@ -53,15 +76,50 @@ func Start(ctx context.Context, logger *slog.Logger) (*Run, error) {
 		}
 	}())
 
-	sim, err := simulator.Run(ctx, d.client, workload)
-	if err != nil {
+	if err := d.startWorkloads(ctx); err != nil {
 		d.Stop()
-		return nil, fmt.Errorf("simulator: %w", err)
+		return nil, err
 	}
-	d.sim = sim
 	d.faults(ctx, logger)
 	logger.Info("demo: embedded Redis with simulated traffic", "addr", mr.Addr())
 	return d, nil
+}
+
+// startWorkloads starts every workload; on an error, the ones started
+// keep running until stopWorkloads.
+func (d *Run) startWorkloads(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range workloads {
+		r, err := w.start(ctx, d.client)
+		if err != nil {
+			return fmt.Errorf("demo workload: %w", err)
+		}
+		d.running = append(d.running, r)
+	}
+	return nil
+}
+
+func (d *Run) stopWorkloads() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range d.running {
+		r.Stop()
+	}
+	d.running = nil
+}
+
+// kill SIGKILLs share of the holders of every workload that has holders.
+func (d *Run) kill(share float64) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, r := range d.running {
+		if k, ok := r.(interface{ KillShare(float64) int }); ok {
+			n += k.KillShare(share)
+		}
+	}
+	return n
 }
 
 // every runs f every d until ctx ends.
@@ -87,10 +145,8 @@ func (d *Run) Stop() {
 	if d.cancel != nil {
 		d.cancel()
 	}
-	if d.sim != nil {
-		d.sim.Stop()
-	}
 	d.wg.Wait()
+	d.stopWorkloads()
 	if d.client != nil {
 		_ = d.client.Close()
 	}

@@ -9,11 +9,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// faults adds what no workload makes on its own: a user written past the
-// cap, a set without TTL, a set that expires before its slots, a negative
-// counter, keys of the wrong type and values that are not numbers; a
+// faults adds what no workload makes on its own, or not often enough: a
+// user written past the cap, a score in microseconds, a set without TTL,
+// a set that expires before its slots, a negative counter, keys of the wrong type and values that are not numbers; a
 // deploy that kills half the holders; and, 35 s in and every 3 minutes
-// after, a restart that loses the data, then a FLUSHALL, in turn.
+// after (Options), a restart that loses the data, then a FLUSHALL, in
+// turn. After each data loss the workloads start again, as a deploy would
+// after an outage: the failures they set up once (consumer groups, a
+// crashed first hit, a consumer killed on its first read) come back with
+// them.
 func (d *Run) faults(ctx context.Context, logger *slog.Logger) {
 	bg := context.Background()
 	c := d.client
@@ -30,27 +34,22 @@ func (d *Run) faults(ctx context.Context, logger *slog.Logger) {
 			c.ZAdd(bg, "joishi:streams:{u-over}", redis.Z{Score: exp, Member: fmt.Sprintf("written-past-cap-%d", i)})
 		}
 		c.PExpire(bg, "joishi:streams:{u-over}", 12*time.Second)
+		// The unit bug (microseconds where milliseconds belong) in every
+		// minute, not only when the workload's few such acquires happen.
+		// NX: the score stays as first written, so that a release
+		// previewed in the demo finds it unchanged.
+		c.ZAddNX(bg, "joishi:streams:{u-micros}", redis.Z{Score: float64(time.Now().UnixMicro() + 6000), Member: "score-in-microseconds"})
+		c.PExpire(bg, "joishi:streams:{u-micros}", 12*time.Second)
 		// Its key expires in 2 s, its slot in 6 s: the set will vanish
 		// with a live slot in it.
 		c.ZAdd(bg, "joishi:streams:{u-early}", redis.Z{Score: exp, Member: "outlives-its-key"})
 		c.PExpire(bg, "joishi:streams:{u-early}", 2*time.Second)
 	})
 
-	// The simulated restart and flush take the consumer groups with
-	// them; a deploy would create them again, so the demo does.
-	d.every(ctx, 2*time.Second, func() {
-		keys, _ := c.Keys(bg, "stream:events:*").Result()
-		for _, k := range keys {
-			if gs, err := c.XInfoGroups(bg, k).Result(); err == nil && len(gs) == 0 {
-				c.XGroupCreate(bg, k, "workers", "0")
-			}
-		}
-	})
-
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		next := time.NewTimer(35 * time.Second)
+		next := time.NewTimer(d.o.FirstLoss)
 		defer next.Stop()
 		kills := time.NewTicker(3 * time.Minute)
 		defer kills.Stop()
@@ -60,6 +59,7 @@ func (d *Run) faults(ctx context.Context, logger *slog.Logger) {
 			case <-ctx.Done():
 				return
 			case <-next.C:
+				d.stopWorkloads()
 				if restart {
 					d.info.restart(d.mr)
 					logger.Info("demo: simulated a Redis restart without persistence: the data is gone")
@@ -69,9 +69,12 @@ func (d *Run) faults(ctx context.Context, logger *slog.Logger) {
 				}
 				restart = !restart
 				static()
-				next.Reset(3 * time.Minute)
+				if err := d.startWorkloads(ctx); err != nil {
+					logger.Error("demo: workloads did not start again after the data loss", "err", err)
+				}
+				next.Reset(d.o.LossEvery)
 			case <-kills.C:
-				n := d.sim.KillShare(0.5)
+				n := d.kill(0.5)
 				logger.Info("demo: simulated deploy killed holders mid-stream", "killed", n)
 			}
 		}

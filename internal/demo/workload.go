@@ -1,18 +1,28 @@
 package demo
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/simulator"
 )
 
-// config watches every kind with short times, so that every signal moves
-// within a minute: slot ttl 6s with heartbeats every second (stale after
-// 2s, zombies after 20s), floors beyond their window after 20s, at most 8
-// per-user series per family (the rest dropped).
-const config = `
+// header is the demo config's redis, release, sampling and leaks blocks:
+// the embedded Redis's users (setupRelease), and short
+// times, so that every signal moves within a minute (floors beyond their
+// window after 20s, at most 8 per-user series per family, the rest
+// dropped). The workloads' families follow it.
+const header = `
 redis:
   addr: %q
+  password_file: %q
+release:
+  username: %q
+  password_file: %q
 sampling:
   interval: 1s
   window: 10s
@@ -24,7 +34,45 @@ leaks:
   floor_window: 20s
   per_user_series: 8
 families:
-  - name: streams
+`
+
+// A workload is traffic of its own in the embedded Redis, with the
+// families that watch it. Some failures a workload sets up once (a caller
+// that crashes on its first hit, a consumer killed on its first read): the
+// demo starts every workload again after each data loss, so that they come
+// back.
+type workload interface {
+	// families is the YAML list items of the families that watch it.
+	families() string
+	// start launches the traffic; Stop on what it returns ends it and
+	// waits for it.
+	start(ctx context.Context, c *redis.Client) (running, error)
+}
+
+type running interface{ Stop() }
+
+// workloads is the demo's traffic. A workload of a new kind goes here, in
+// its own file (appended from an init function), with its families.
+var workloads = []workload{recipes{}}
+
+// config is the whole demo config for the embedded Redis at addr.
+func config(addr, passwordFile, releasePasswordFile string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, header, addr, passwordFile, releaseUser, releasePasswordFile)
+	for _, w := range workloads {
+		b.WriteString(w.families())
+	}
+	return b.String()
+}
+
+// recipes is the simulator: every recipe the exporter ships, healthy and
+// with each of its failures.
+type recipes struct{}
+
+// slot ttl 6s with heartbeats every second (stale after 2s, zombies after
+// 20s).
+func (recipes) families() string {
+	return `  - name: streams
     kind: slotset
     match: "joishi:streams:*"
     user: '^joishi:streams:\{?([^}]+)\}?$'
@@ -65,12 +113,17 @@ families:
     max_hold: 10s
     max_deliveries: 5
 `
+}
 
-// workload drives every recipe: slot-set streams with crashes, zombies,
+func (recipes) start(ctx context.Context, c *redis.Client) (running, error) {
+	return simulator.Run(ctx, c, simulation)
+}
+
+// simulation drives every recipe: slot-set streams with crashes, zombies,
 // unit-bug scores and non-refreshing heartbeats; leaking counters; and one
 // or more callers, holders, queues and streams for each failure of the
 // other recipes. The thresholds it counts its truth with are the config's.
-var workload = simulator.Options{
+var simulation = simulator.Options{
 	Users:             40,
 	KeyPrefix:         "joishi:streams:",
 	CounterPrefix:     "joishi:streams-legacy:",

@@ -10,6 +10,7 @@ package web
 
 import (
 	"fmt"
+	"html"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -54,6 +55,9 @@ type Options struct {
 	// web config file with the operators (see CheckRelease).
 	Releaser      *release.Releaser
 	WebConfigFile string
+	// LoginHint, when set, is said on the landing page: how to log in
+	// where the exporter made the login itself (the demo).
+	LoginHint string
 	// FirstSeen supplies first-seen times to the user page; nil: not
 	// tracked.
 	FirstSeen release.FirstSeenFunc
@@ -143,12 +147,17 @@ func (h *Handler) landing() (http.Handler, error) {
 		profiling = "true"
 		links = append(links, toolkit.LandingLinks{Address: "/debug/pprof/", Text: "Profiling", Description: "Go runtime profiles (--web.enable-pprof)"})
 	}
+	extra := ""
+	if h.o.LoginHint != "" {
+		extra = `<p class="login-hint">` + html.EscapeString(h.o.LoginHint) + `</p>`
+	}
 	return toolkit.NewLandingPage(toolkit.LandingConfig{
 		Name:        h.o.Name,
 		Description: h.o.Description,
 		Version:     h.o.Version,
 		Links:       links,
 		Profiling:   profiling,
+		ExtraHTML:   extra,
 	})
 }
 

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/release"
+)
+
+// TestBrowserDemoRelease: in `--demo`, a person reads the login on the
+// landing page, takes the password the log printed once, previews a
+// release in headless Chromium and confirms it, and the audit file the log
+// named holds the line. Without the login the release pages refuse; the
+// rest of the demo opens without one.
+func TestBrowserDemoRelease(t *testing.T) {
+	var chromium string
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			chromium = p
+		}
+	}
+	if chromium == "" {
+		t.Fatal("chromium is not installed: the browser tests need Debian's chromium package (scripts/install-deps.sh)")
+	}
+	noEnv(t)
+	p := startExporter(t, "--demo")
+	login := regexp.MustCompile(`msg="demo: release is on[^"]*" user=(\S+) password=([0-9a-f]+) audit_file=(\S+)`).FindStringSubmatch(p.logs.String())
+	if login == nil {
+		t.Fatalf("the log does not print the demo's login:\n%s", p.logs.String())
+	}
+	user, pass, audit := login[1], login[2], login[3]
+	if n := strings.Count(p.logs.String(), pass); n != 1 {
+		t.Errorf("the password is in the log %d times, want once", n)
+	}
+
+	for path, want := range map[string]int{"/metrics": 200, "/leaks": 200, "/leaks/streams/u-micros/preview": 401} {
+		resp, err := http.Get(p.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s without a login: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
+	defer cancelAlloc()
+	ctx, cancelCtx := chromedp.NewContext(alloc)
+	defer cancelCtx()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(p.base+"/"), chromedp.WaitVisible(chromedp.CSS(`p.login-hint`))); err != nil {
+		t.Fatalf("landing page: %v", err)
+	}
+	hint, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`p.login-hint`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(hint, `"`+user+`"`) || !strings.Contains(hint, "password") || !strings.Contains(hint, audit) {
+		t.Errorf("the landing page does not say how to log in: %q", hint)
+	}
+
+	// The person logs in: the browser sends the credentials from now on.
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}}); err != nil {
+		t.Fatal(err)
+	}
+	// u-micros holds a score written in microseconds, a member no holder
+	// can ever refresh: the demo keeps it there.
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(p.base+"/leaks/streams/u-micros"),
+		chromedp.WaitVisible(chromedp.CSS(`a.button`)),
+		chromedp.Click(chromedp.CSS(`a.button`)),
+		chromedp.WaitVisible(chromedp.ID("reason")),
+		chromedp.SendKeys(chromedp.ID("reason"), "demo: trying the release button"),
+		chromedp.Click(chromedp.CSS(`form.release button`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.ok`)),
+	)
+	if err != nil {
+		t.Fatalf("preview and release in the browser: %v", err)
+	}
+	summary, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`p.ok`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(summary, "1 removed") {
+		t.Errorf("result %q, want the member removed", summary)
+	}
+	var preview, released bool
+	for _, r := range exportertest.JSONLines[release.Record](t, audit) {
+		if r.User != "u-micros" || r.Operator != user || r.Source != "web" {
+			continue
+		}
+		preview = preview || r.Action == release.ActionPreview
+		released = released || r.Action == release.ActionRelease && r.Result == release.ResultReleased && r.Reason == "demo: trying the release button"
+	}
+	if !preview || !released {
+		t.Errorf("audit file %s: preview line %v, release line %v; want both, by %s", audit, preview, released, user)
+	}
+}
