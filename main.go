@@ -119,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	if cmd == releaseCmd.FullCommand() {
 		return release.RunCLI(ctx, release.CLIArgs{
-			ConfigFile: *configFile, AuditFile: *auditFile, Family: *relFamily, User: *relUser,
+			ConfigFile: cmp.Or(src.file, *configFile), AuditFile: *auditFile, Family: *relFamily, User: *relUser,
 			Reason: *relReason, DryRun: *relDryRun, IncludeLive: *relLive, Value: *relValue, Operator: *relOp,
 		}, stdout, stderr, logger)
 	}
@@ -145,8 +145,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		logger.Error("refusing to start: no configuration", "hint", config.NoConfigHint)
 		return 1
 	}
-	// Bind before the demo and the first sweep, so that a taken port is all a failed
-	// start reports.
+	// Bind before the demo and the first sweep, so that a taken port is
+	// all a failed start reports.
 	listeners, err := listen(webFlags)
 	if err != nil {
 		logger.Error("web server", "err", err)
