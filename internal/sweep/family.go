@@ -102,6 +102,11 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 		st.partial = nil
 		return err
 	case continued:
+		if st.failures > 0 {
+			// Redis answers and the reads go on: no back-off.
+			f.log().Info("sweep recovered", "failures_in_a_row", st.failures, "down_for", end.Sub(st.firstFailure))
+			st.failures = 0
+		}
 		f.logCutOff(cut, dur)
 	case err != nil:
 		st.sweepErrors++
@@ -151,7 +156,7 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 		}
 	}
 	fs := f.emptySnapshot(st.period)
-	fs.OK, fs.LastSuccess, fs.Duration = err == nil || continued && st.failures == 0, st.lastSuccess, dur
+	fs.OK, fs.LastSuccess, fs.Duration = err == nil || continued, st.lastSuccess, dur
 	fs.SweepErrors, fs.Overruns, fs.KeysScanned = st.sweepErrors, st.overruns, st.keysScanned
 	for i, name := range redisread.SkipReasonNames() {
 		fs.Skipped = append(fs.Skipped, snapshot.Count{Label: name, N: st.skipped[i]})
