@@ -32,10 +32,10 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []redisre
 	st.pendingSync = nil
 	// Not on a cluster, until it is shown exact there: the mismatch that
 	// turned it off (TestClusterChangesSameAsFullRead, "slot migrated")
-	// was the test's, comparing exporters at different moments, and
-	// showed with tracking off too; but no test yet holds tracking on a
-	// cluster to a full read repeatedly under load, nor through a node
-	// added under writes (docs/design.md, "Reading what changed").
+	// was the test's and showed with tracking off too; but with tracking
+	// on, that test, now comparing at one Redis state, finds the replay
+	// holding keys of a slot halfway through its migration that a full
+	// read no longer counts (docs/design.md, "Reading what changed").
 	if feed == nil || !ok || f.s.topo.IsCluster() {
 		return
 	}
