@@ -98,7 +98,7 @@ func TestVanishedDataIsLost(t *testing.T) {
 			e.logs.Take()
 
 			now := c.vanish(t, srv, admin, e)
-			exportertest.WaitFor(t, 10*time.Second, "a sweep of what the family reads now", func() bool { return e.trySweep() == nil })
+			exportertest.WaitFor(t, 2*time.Minute, "a sweep of what the family reads now", func() bool { return e.trySweep() == nil })
 			exportertest.Expect(t, e.metrics(), map[string]float64{
 				lostS: 19, releasedS: 1, expiredS: 0, liveS: 0, upS: 1,
 				`slot_hold_duration_seconds_count{family="streams"}`: 20,
@@ -112,7 +112,7 @@ func TestVanishedDataIsLost(t *testing.T) {
 			// that reads a key; at intervals above the pool's 2 s idle
 			// time no connection outlives a sweep.)
 			seedHolds(t, now, "v", 3, 1, redisNow(t, now)+115_000)
-			exportertest.WaitFor(t, 10*time.Second, "a sweep of the new holds", func() bool { return e.trySweep() == nil })
+			exportertest.WaitFor(t, 2*time.Minute, "a sweep of the new holds", func() bool { return e.trySweep() == nil })
 			must(t, now.ZRem(ctx, streamKey("v0"), "s0").Err())
 			e.sweep()
 			exportertest.Expect(t, e.metrics(), map[string]float64{lostS: 19, releasedS: 2, liveS: 2, acquiresS: 23})
@@ -173,7 +173,7 @@ func TestFailoverToALaggingReplicaIsLost(t *testing.T) {
 	if m := sent.WaitMasterNot(master.Addr, 30*time.Second); m != replica.Addr {
 		t.Fatalf("sentinel promoted %s, want %s", m, replica.Addr)
 	}
-	exportertest.WaitFor(t, 20*time.Second, "a sweep of the promoted replica", func() bool { return e.trySweep() == nil })
+	exportertest.WaitFor(t, 2*time.Minute, "a sweep of the promoted replica", func() bool { return e.trySweep() == nil })
 	exportertest.Expect(t, e.metrics(), map[string]float64{lostS: 4, releasedS: 0, expiredS: 0, liveS: 6})
 	if w := e.records(slog.LevelWarn, "holds lost"); len(w) != 1 || w[0].Attrs["lost"] != "4" {
 		t.Errorf("want one warning naming 4 lost holds, got %+v", w)

@@ -69,7 +69,7 @@ func TestReloadsKeepTheBudgetAndTheSchedule(t *testing.T) {
 	}
 
 	// Once the reloads stop, a whole sweep completes at the budget.
-	exportertest.WaitFor(t, 10*time.Second, "a complete sweep after the reloads", func() bool {
+	exportertest.WaitFor(t, 2*time.Minute, "a complete sweep after the reloads", func() bool {
 		return e.metrics()[`slot_sets{family="streams"}`] == keys
 	})
 }

@@ -53,6 +53,6 @@ func TestRenewedClientCertificate(t *testing.T) {
 	}
 
 	install(newCA)
-	exportertest.WaitFor(t, 5*time.Second, "a sweep with the renewed certificate", func() bool { return e.trySweep() == nil })
+	exportertest.WaitFor(t, 2*time.Minute, "a sweep with the renewed certificate", func() bool { return e.trySweep() == nil })
 	exportertest.Expect(t, e.metrics(), map[string]float64{upS: 1, liveS: 3, lostS: 0})
 }

@@ -515,7 +515,7 @@ func TestClusterReshardDuringSweeps(t *testing.T) {
 	if err := cl.FinishMigration(ctx, slot, from, to); err != nil {
 		t.Fatal(err)
 	}
-	cl.WaitHealthy(10 * time.Second)
+	cl.WaitHealthy(2 * time.Minute)
 	sweepBoth(t, "after one slot", primary, replica, sets, members)
 
 	// Slots 0-999 (some 250 keys) go from their owners to the next
@@ -600,7 +600,7 @@ loop:
 	if errs > 0 {
 		t.Errorf("%d sweeps failed during the reshard", errs)
 	}
-	cl.WaitHealthy(10 * time.Second)
+	cl.WaitHealthy(2 * time.Minute)
 	cl.WaitReplicated()
 	sweepBoth(t, "after reshard", primary, replica, sets, members)
 }
@@ -671,7 +671,7 @@ func TestClusterFailover(t *testing.T) {
 		}
 	}
 	waitPairs(1)
-	old := cl.Failover(promoted, 15*time.Second)
+	old := cl.Failover(promoted, 2*time.Minute)
 	// One more pair that starts after the failover is complete.
 	waitPairs(pairs() + 2)
 	halt()

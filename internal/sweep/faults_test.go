@@ -102,7 +102,7 @@ func TestRedisKilledMidSweep(t *testing.T) {
 	h, logs := newFaultHarness(t, faultConfig(srv.Addr, interval, 10*time.Second, 10, "track_changes: false"))
 	h.Sweeper.Start()
 	t.Cleanup(h.Sweeper.Stop)
-	exportertest.WaitFor(t, 30*time.Second, "first sweep", h.Sweeper.Ready)
+	exportertest.WaitFor(t, 2*time.Minute, "first sweep", h.Sweeper.Ready)
 	good := h.Metrics()
 	exportertest.Expect(t, good, map[string]float64{upSeries: 1, liveSeries: sets, errSeries: 0})
 	t.Logf("a full sweep of %d sets took %.2fs", sets, good[durSeries])
@@ -112,16 +112,16 @@ func TestRedisKilledMidSweep(t *testing.T) {
 	// one, with most of it still to go.
 	times := exportertest.Calls(t, admin, "time")
 	var scans int64
-	exportertest.WaitFor(t, 2*interval+30*time.Second, "a sweep to start", func() bool {
+	exportertest.WaitFor(t, 2*interval+2*time.Minute, "a sweep to start", func() bool {
 		scans = exportertest.Calls(t, admin, "scan")
 		return exportertest.Calls(t, admin, "time") > times
 	})
-	exportertest.WaitFor(t, 30*time.Second, "the sweep to get going", func() bool {
+	exportertest.WaitFor(t, 2*time.Minute, "the sweep to get going", func() bool {
 		return exportertest.Calls(t, admin, "scan") >= scans+300
 	})
 	srv.Kill()
 
-	exportertest.WaitFor(t, 10*time.Second, "the failure to be reported", func() bool {
+	exportertest.WaitFor(t, 2*time.Minute, "the failure to be reported", func() bool {
 		m := h.Metrics()
 		return m[upSeries] == 0 && m[errSeries] >= 1
 	})
@@ -144,7 +144,7 @@ func TestRedisKilledMidSweep(t *testing.T) {
 	// The checks below time the drop; the deadline only ends a hung test.
 	// The period may exceed sampling.timeout: on a loaded machine the
 	// first sweep can take more than one attempt.
-	exportertest.WaitFor(t, 2*time.Minute, "stale domain metrics to be dropped", func() bool {
+	exportertest.WaitFor(t, 2*max(interval, 10*time.Second)+2*time.Minute, "stale domain metrics to be dropped", func() bool {
 		m := h.Metrics()
 		if p, ok := m[periodSeries]; ok {
 			period = p
@@ -190,7 +190,7 @@ func TestRedisKilledMidSweep(t *testing.T) {
 	// the cut-short sweep had already read, are lost, not released.
 	errs := h.Metrics()[errSeries]
 	srv.Restart()
-	exportertest.WaitFor(t, 2*interval+30*time.Second, "recovery", func() bool {
+	exportertest.WaitFor(t, 2*interval+2*time.Minute, "recovery", func() bool {
 		m := h.Metrics()
 		return m[upSeries] == 1 && m[lostSeries] > 0
 	})
@@ -296,7 +296,7 @@ func TestRedisRestartEmptyCountsLost(t *testing.T) {
 	}
 
 	srv.Restart()
-	exportertest.WaitFor(t, 10*time.Second, "a sweep of the restarted server", func() bool { return h.Sweeper.SweepOnce(ctx) == nil })
+	exportertest.WaitFor(t, 2*time.Minute, "a sweep of the restarted server", func() bool { return h.Sweeper.SweepOnce(ctx) == nil })
 	got := h.Metrics()
 	exportertest.Expect(t, got, map[string]float64{
 		lostSeries:    tracked,
@@ -331,7 +331,7 @@ func TestRestartSeenByAFailedSweepStillCountsLost(t *testing.T) {
 	if err := admin.Do(ctx, "ACL", "SETUSER", "default", "-scan").Err(); err != nil {
 		t.Fatal(err)
 	}
-	exportertest.WaitFor(t, 10*time.Second, "a sweep refused at SCAN", func() bool {
+	exportertest.WaitFor(t, 2*time.Minute, "a sweep refused at SCAN", func() bool {
 		err := h.Sweeper.SweepOnce(ctx)
 		return err != nil && strings.Contains(err.Error(), "NOPERM")
 	})

@@ -45,7 +45,7 @@ func TestNotifyRefusedWithoutKeyspaceEvents(t *testing.T) {
 	// client tracking a sweep of an unchanged keyspace reads no key, so
 	// keys_scanned_total no longer tells that it swept.
 	scanned := func() float64 { return prev.Metrics()[`slot_exporter_last_sweep_timestamp_seconds{family="legacy"}`] }
-	exportertest.WaitFor(t, 10*time.Second, "the old sweeper's first sweep", func() bool { return scanned() > 0 })
+	exportertest.WaitFor(t, 2*time.Minute, "the old sweeper's first sweep", func() bool { return scanned() > 0 })
 
 	_, err = sweep.New(ctx, cfg, rc, exportertest.Quiet(), prev.Sweeper)
 	want := `sampling.discovery: notify needs keyspace notifications, but ` + srv.Addr +
@@ -61,7 +61,7 @@ func TestNotifyRefusedWithoutKeyspaceEvents(t *testing.T) {
 	}
 	// Refused twice, the old sweeper still sweeps (its interval is 1s).
 	before := scanned()
-	exportertest.WaitFor(t, 5*time.Second, "the old sweeper to go on after a refused config", func() bool { return scanned() > before })
+	exportertest.WaitFor(t, 2*time.Minute, "the old sweeper to go on after a refused config", func() bool { return scanned() > before })
 
 	rc.ConfigSet(ctx, "notify-keyspace-events", "KA")
 	s, err := sweep.New(ctx, cfg, rc, exportertest.Quiet(), prev.Sweeper)
