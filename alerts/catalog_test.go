@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/alerts/lint"
@@ -295,13 +293,8 @@ type familyOnPage struct {
 
 func parsePage(t *testing.T, body string) map[string]*familyOnPage {
 	t.Helper()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := parser.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
-	}
 	out := map[string]*familyOnPage{}
-	for name, mf := range mfs {
+	for name, mf := range exportertest.ParsePage(t, body) {
 		f := &familyOnPage{typ: strings.ToLower(mf.GetType().String())}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {

@@ -18,15 +18,7 @@ const dir = "../../dashboards"
 
 func checker(t *testing.T) *lint.Checker {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "slot_exporter.rules.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rf, err := lint.ParseRuleFile(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := lint.NewChecker(rf)
+	_, c, err := lint.Load(filepath.Join("..", "slot_exporter.rules.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,6 +163,15 @@ func Series(got map[string]float64, name string) map[string]float64 {
 	return out
 }
 
+// Must fails the test at once on a non-nil error: for the setup steps whose
+// failure leaves nothing to test.
+func Must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // WaitFor polls cond until it holds, failing the test after d.
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()

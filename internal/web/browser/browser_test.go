@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/release"
 	"github.com/slotexporter/slot_exporter/internal/web/webtest"
@@ -71,13 +72,6 @@ func browser(t *testing.T, user, pass string) context.Context {
 		t.Fatal(err)
 	}
 	return ctx
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func run[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
@@ -155,10 +149,10 @@ func screenshot(t *testing.T, ctx context.Context, name string) string {
 	t.Helper()
 	png := run(t, ctx, chromedp.FullScreenshot(100))
 	path := filepath.Join(t.TempDir(), name)
-	must(t, os.WriteFile(path, png, 0o644))
+	exportertest.Must(t, os.WriteFile(path, png, 0o644))
 	if dir := os.Getenv("SCREENSHOT_DIR"); dir != "" {
-		must(t, os.MkdirAll(dir, 0o755))
-		must(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
+		exportertest.Must(t, os.MkdirAll(dir, 0o755))
+		exportertest.Must(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
 	}
 	return path
 }
@@ -176,8 +170,8 @@ func TestBrowserLeakingUser(t *testing.T) {
 	e.H.Sweep()
 	ctx := browser(t, webtest.Alice, webtest.AlicePass)
 
-	must(t, chromedp.Do(ctx, chromedp.Navigate(e.Base+"/")))
-	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href="/leaks"]`)), chromedp.WaitVisible(chromedp.CSS(`#family-streams`))))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.Navigate(e.Base+"/")))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href="/leaks"]`)), chromedp.WaitVisible(chromedp.CSS(`#family-streams`))))
 	checkPage(t, ctx, "/leaks")
 	users := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('section[aria-labelledby=family-streams] tbody td:first-child')).map(td => td.textContent)`))
 	if len(users) == 0 || users[0] != "leaky" {
@@ -191,7 +185,7 @@ func TestBrowserLeakingUser(t *testing.T) {
 	}
 	screenshot(t, ctx, "leaks.png")
 
-	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href="/leaks/streams/leaky"]`)), chromedp.WaitVisible(chromedp.CSS(`section table`))))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href="/leaks/streams/leaky"]`)), chromedp.WaitVisible(chromedp.CSS(`section table`))))
 	if loc := run(t, ctx, chromedp.Location()); loc != e.Base+"/leaks/streams/leaky" {
 		t.Errorf("clicked to %s", loc)
 	}
@@ -211,8 +205,8 @@ func TestBrowserLeakingUser(t *testing.T) {
 	screenshot(t, ctx, "user.png")
 
 	// A phone: nothing wider than the screen, every cell labelled.
-	must(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Reload()))
-	must(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`section table`))))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Reload()))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`section table`))))
 	checkPage(t, ctx, "the user page on a phone")
 	screenshot(t, ctx, "user-phone.png")
 }
@@ -227,8 +221,8 @@ func TestBrowserRelease(t *testing.T) {
 	e.H.Sweep()
 	ctx := browser(t, webtest.Alice, webtest.AlicePass)
 
-	must(t, chromedp.Do(ctx, chromedp.Navigate(e.Base+"/leaks/streams/leaky"), chromedp.WaitVisible(chromedp.CSS(`a.button`))))
-	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a.button`)), chromedp.WaitVisible(chromedp.ID("reason"))))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.Navigate(e.Base+"/leaks/streams/leaky"), chromedp.WaitVisible(chromedp.CSS(`a.button`))))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a.button`)), chromedp.WaitVisible(chromedp.ID("reason"))))
 	checkPage(t, ctx, "the preview")
 	removing := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('table')[0].querySelectorAll('tbody tr td:first-child')).map(td => td.textContent)`))
 	slices.Sort(removing)
@@ -240,7 +234,7 @@ func TestBrowserRelease(t *testing.T) {
 	// stale-2's holder was only slow: its heartbeat lands now.
 	e.Admin.ZAddXX(context.Background(), key, redis.Z{Score: float64(e.Now() + 120_000), Member: "stale-2"})
 
-	must(t, chromedp.Do(ctx,
+	exportertest.Must(t, chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.ID("reason"), "night page: leaky's holders crashed"),
 		chromedp.Click(chromedp.CSS(`form.release button`)),
 		chromedp.WaitVisible(chromedp.CSS(`p.ok`)),
@@ -250,7 +244,7 @@ func TestBrowserRelease(t *testing.T) {
 		t.Errorf("result summary %q", summary)
 	}
 	left, err := e.Admin.ZRange(context.Background(), key, 0, -1).Result()
-	must(t, err)
+	exportertest.Must(t, err)
 	slices.Sort(left)
 	if !slices.Equal(left, []string{"live-1", "stale-2"}) {
 		t.Errorf("left in Redis: %v, want [live-1 stale-2]", left)
@@ -285,7 +279,7 @@ func TestBrowserHostileUserIDs(t *testing.T) {
 	}
 	e.H.Sweep()
 	ctx := browser(t, webtest.Alice, webtest.AlicePass)
-	must(t, chromedp.Do(ctx, chromedp.Navigate(e.Base+"/leaks"), chromedp.WaitVisible(chromedp.CSS(`#family-streams`))))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.Navigate(e.Base+"/leaks"), chromedp.WaitVisible(chromedp.CSS(`#family-streams`))))
 	checkPage(t, ctx, "/leaks with hostile ids")
 	shownOnLeaks := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('section[aria-labelledby=family-streams] tbody td:first-child a')).map(a => a.textContent)`))
 	var want []string
@@ -300,8 +294,8 @@ func TestBrowserHostileUserIDs(t *testing.T) {
 	for id, shown := range hostile {
 		// The link escapes every part of the path.
 		href := "/leaks/streams/" + url.PathEscape(id)
-		must(t, chromedp.Do(ctx, chromedp.Navigate(e.Base+"/leaks"), chromedp.WaitVisible(chromedp.CSS(`#family-streams`))))
-		must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href=%q]`, href))), chromedp.WaitVisible(chromedp.CSS(`section table`))))
+		exportertest.Must(t, chromedp.Do(ctx, chromedp.Navigate(e.Base+"/leaks"), chromedp.WaitVisible(chromedp.CSS(`#family-streams`))))
+		exportertest.Must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href=%q]`, href))), chromedp.WaitVisible(chromedp.CSS(`section table`))))
 		checkPage(t, ctx, "the page of "+shown)
 		title := run(t, ctx, chromedp.Text(chromedp.CSS(`main h2`)))
 		if title != "streams: user "+shown {
