@@ -8,7 +8,16 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.Revision=$(REVISION) \
 	-X github.com/prometheus/common/version.Branch=main
 
-.PHONY: all build test deps demo lint promtool-check bench fuzz soak clean
+.PHONY: all build test deps demo lint lint-links promtool-check bench fuzz soak clean
+
+# The test and lint recipes pipe go test into tools/testreport: pipefail
+# keeps go test's failure the recipe's.
+SHELL := bash
+
+# The Go modules of the tree: the product first, then the modules that keep
+# test-only dependencies out of its go.mod (Prometheus for the rule checks,
+# chromedp for the browser tests, the Kubernetes API for the manifests).
+MODULES := . alerts e2e internal/web/browser deploy/kubernetes
 
 all: lint build test
 
@@ -20,12 +29,17 @@ deps:
 	@scripts/install-deps.sh
 	@scripts/install-node-deps.sh
 
-# Every test: Go tests with the race detector against real redis-server,
-# Prometheus, Alertmanager and Chromium processes the tests start
-# themselves, plus the promtool rule checks and unit tests.
+# Every test: Go tests of every module with the race detector against real
+# redis-server, Prometheus, Alertmanager and Chromium processes the tests
+# start themselves, plus the promtool rule checks and unit tests.
+# tools/testreport prints what go test would, then the slowest 10 tests and
+# the counts.
 test: deps promtool-check
-	$(GO) test -race -count=1 -timeout 14m ./...
-	cd deploy/kubernetes && $(GO) test -count=1 ./...
+	set -o pipefail; { \
+		rc=0; for m in $(MODULES); do \
+			(cd $$m && $(GO) test -race -count=1 -timeout 14m -json ./... 2>&1) || rc=1; \
+		done; exit $$rc; \
+	} | $(GO) run ./tools/testreport
 
 promtool-check:
 	promtool check rules alerts/slot_exporter.rules.yml
@@ -36,10 +50,20 @@ demo:
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) mod tidy -diff
-	cd deploy/kubernetes && $(GO) vet ./... && $(GO) mod tidy -diff
+	for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) mod tidy -diff) || exit 1; done
+	$(MAKE) --no-print-directory lint-links
 	bash scripts/pint.sh
+
+# No binary of the product module (the exporter, slotsim, the tools) links a
+# package of ours that imports testing: test helpers stay out of what ships.
+# The only package that does is expfmt's ABNF parser, which keeps its fuzz
+# targets in non-test files; a new one fails here.
+LINK_OK := github.com/pandatix/go-abnf
+lint-links:
+	@for p in $$($(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...); do \
+		bad=$$($(GO) list -deps -f '{{range .Imports}}{{if eq . "testing"}}{{$$.ImportPath}}{{"\n"}}{{end}}{{end}}' $$p | grep -vx '$(LINK_OK)'); \
+		if [ -n "$$bad" ]; then echo "$$p links package testing through:" $$bad; exit 1; fi; \
+	done
 
 bench: deps
 	$(GO) run ./tools/bench -out BENCH.md

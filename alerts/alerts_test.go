@@ -169,15 +169,7 @@ func TestScaledRulesPassPromtool(t *testing.T) {
 
 func loadRules(t *testing.T) (*lint.RuleFile, *lint.Checker) {
 	t.Helper()
-	b, err := os.ReadFile(rulesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rf, err := lint.ParseRuleFile(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := lint.NewChecker(rf)
+	rf, c, err := lint.Load(rulesFile)
 	if err != nil {
 		t.Fatal(err)
 	}

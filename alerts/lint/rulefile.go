@@ -3,6 +3,7 @@ package lint
 import (
 	"bytes"
 	"fmt"
+	"os"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -68,4 +69,21 @@ func (rf *RuleFile) rules(keep func(*Rule) bool) []Rule {
 		}
 	}
 	return out
+}
+
+// Load reads the rule file at path and builds the checker of its rules.
+func Load(path string) (*RuleFile, *Checker, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	rf, err := ParseRuleFile(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	c, err := NewChecker(rf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rf, c, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
@@ -26,15 +27,6 @@ const (
 	ttl   = 3 * time.Second
 	ttlMs = "3000"
 )
-
-func redisNowMs(t *testing.T, rdb *redis.Client) float64 {
-	t.Helper()
-	now, err := rdb.Time(context.Background()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return float64(now.UnixMicro()) / 1e3
-}
 
 // ---- redis-semaphore: Semaphore -------------------------------------------
 
@@ -73,7 +65,7 @@ func checkSemaphoreLayout(t *testing.T, rdb *redis.Client, h *holder, skewMs flo
 	if want := "semaphore:" + h.truth.str("user"); key != want {
 		t.Fatalf("key %q, want %q", key, want)
 	}
-	now := redisNowMs(t, rdb)
+	now := float64(exportertest.RedisTime(t, rdb))
 	pttl := rdb.PTTL(ctx, key).Val()
 	members := rdb.ZRangeWithScores(ctx, key, 0, -1).Val()
 	newest := math.Inf(-1)
@@ -559,7 +551,7 @@ func TestRedisInActionSemaphore(t *testing.T) {
 	carol := sem("carol", "zombie", 1, "--work", "500ms")
 
 	// The layout: the score is the acquire time in seconds; no key has a TTL.
-	now := redisNowMs(t, rdb) / 1e3
+	now := float64(exportertest.RedisTime(t, rdb)) / 1e3
 	for _, h := range []*holder{alice, bob, carol} {
 		key := h.truth.str("key")
 		for _, id := range h.truth.strs("holders") {

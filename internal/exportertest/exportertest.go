@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -164,6 +163,15 @@ func Series(got map[string]float64, name string) map[string]float64 {
 	return out
 }
 
+// Must fails the test at once on a non-nil error: for the setup steps whose
+// failure leaves nothing to test.
+func Must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // WaitFor polls cond until it holds, failing the test after d.
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -187,16 +195,9 @@ func Calls(t testing.TB, c redis.Cmdable, cmd string) int64 {
 	return st[cmd].Calls
 }
 
-// Value finds a catalog metric with the given labels among a family
-// snapshot's gauges and counters: what a scrape would show, read before
-// freshness is judged.
+// Value is f.Lookup, kept for the tests that still call it here.
+//
+// Deprecated: use (*snapshot.Family).Lookup.
 func Value(f *snapshot.Family, m *snapshot.Metric, labels ...string) (float64, bool) {
-	for _, vs := range [][]snapshot.Value{f.Gauges, f.Counters} {
-		for _, v := range vs {
-			if v.Metric == m && slices.Equal(v.Labels, labels) {
-				return v.V, true
-			}
-		}
-	}
-	return 0, false
+	return f.Lookup(m, labels...)
 }

@@ -18,12 +18,18 @@ import (
 // exporter in about a minute on a slow machine.
 const buildTimeout = 5 * time.Minute
 
-// BuildBinaries builds main packages of this module (paths relative to
-// its root, such as "." or "./cmd/slotsim") into dir with one `go build`,
+// Module is the product's module path: the module whose binaries
+// BuildBinaries builds.
+const Module = "github.com/slotexporter/slot_exporter"
+
+// BuildBinaries builds main packages of the product module (paths relative
+// to its root, such as "." or "./cmd/slotsim") into dir with one `go build`,
 // as a user builds them: cgo off, and no race detector, since they are the
 // system under test, not the test. It returns the binaries' paths in the
-// order of pkgs. The module root is the nearest directory above the
-// working directory that holds a go.mod.
+// order of pkgs. The root is the nearest directory above the working
+// directory whose go.mod declares Module: the test-only modules nested in
+// the tree (alerts, e2e) build the binary with the product's own go.mod,
+// not with the versions their heavier dependencies would select.
 func BuildBinaries(ctx context.Context, dir string, pkgs ...string) ([]string, error) {
 	root, module, err := moduleRoot()
 	if err != nil {
@@ -61,27 +67,30 @@ func BuildBinaries(ctx context.Context, dir string, pkgs ...string) ([]string, e
 }
 
 // moduleRoot finds the directory of the nearest go.mod above the working
-// directory, and the module path it declares.
+// directory that declares Module, passing over nested modules' go.mod.
 func moduleRoot() (root, module string, err error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", "", err
 	}
 	for {
-		f, err := os.Open(filepath.Join(dir, "go.mod"))
-		if err == nil {
-			defer f.Close()
+		if f, err := os.Open(filepath.Join(dir, "go.mod")); err == nil {
+			module = ""
 			sc := bufio.NewScanner(f)
 			for sc.Scan() {
 				if m, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module "); ok {
-					return dir, strings.Trim(strings.TrimSpace(m), `"`), nil
+					module = strings.Trim(strings.TrimSpace(m), `"`)
+					break
 				}
 			}
-			return "", "", fmt.Errorf("%s: no module line", filepath.Join(dir, "go.mod"))
+			f.Close()
+			if module == Module {
+				return dir, module, nil
+			}
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", "", errors.New("no go.mod above the working directory: run from inside the module")
+			return "", "", errors.New("no go.mod of " + Module + " above the working directory: run from inside its tree")
 		}
 		dir = parent
 	}

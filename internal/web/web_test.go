@@ -1,4 +1,4 @@
-package web
+package web_test
 
 import (
 	"context"
@@ -13,61 +13,45 @@ import (
 
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/release"
+	"github.com/slotexporter/slot_exporter/internal/web"
+	"github.com/slotexporter/slot_exporter/internal/web/webtest"
 )
 
-// seedLeaky writes a user whose slots leak: expired, stale and future
-// members beside a live one, in the hash-tag key the simulator writes.
-func (e *env) seedLeaky(user string) (key string) {
-	e.t.Helper()
-	now := e.now()
-	key = "joishi:streams:{" + user + "}"
-	// ttl 120s, heartbeat 20s, stale_after 40s; scores are expiries,
-	// every one well away from a state's edge.
-	e.admin.ZAdd(context.Background(), key,
-		redis.Z{Score: float64(now - 60_000), Member: "crashed-1"},
-		redis.Z{Score: float64(now + 50_000), Member: "stale-1"},
-		redis.Z{Score: float64(now + 55_000), Member: "stale-2"},
-		redis.Z{Score: float64(now + 110_000), Member: "live-1"},
-		redis.Z{Score: float64(now) * 1000, Member: "future-1"},
-	)
-	return key
-}
-
 func TestReleaseRefusals(t *testing.T) {
-	e := newEnv(t, envOptions{release: true})
-	e.seedLeaky("u1")
-	e.h.Sweep()
+	e := webtest.New(t, webtest.Options{Release: true})
+	e.SeedLeaky("u1")
+	e.H.Sweep()
 
 	// Wrong or missing credentials: exporter-toolkit answers 401 on
 	// every path, the action included.
 	for _, path := range []string{"/leaks", "/leaks/streams/u1", "/leaks/streams/u1/preview"} {
-		if code, _, _ := e.do(http.MethodGet, path, alice, "wrong", nil); code != http.StatusUnauthorized {
+		if code, _, _ := e.Do(http.MethodGet, path, webtest.Alice, "wrong", nil); code != http.StatusUnauthorized {
 			t.Errorf("GET %s with a wrong password: %d, want 401", path, code)
 		}
-		if code, _, _ := e.do(http.MethodGet, path, "", "", nil); code != http.StatusUnauthorized {
+		if code, _, _ := e.Do(http.MethodGet, path, "", "", nil); code != http.StatusUnauthorized {
 			t.Errorf("GET %s without credentials: %d, want 401", path, code)
 		}
 	}
-	if code, _, _ := e.do(http.MethodPost, "/leaks/streams/u1/release", alice, "wrong", url.Values{"reason": {"x"}}); code != http.StatusUnauthorized {
+	if code, _, _ := e.Do(http.MethodPost, "/leaks/streams/u1/release", webtest.Alice, "wrong", url.Values{"reason": {"x"}}); code != http.StatusUnauthorized {
 		t.Errorf("POST the action with a wrong password: %d, want 401", code)
 	}
 
 	// GET on the action: 405, with Allow.
-	code, hdr, _ := e.do(http.MethodGet, "/leaks/streams/u1/release", alice, alicePass, nil)
+	code, hdr, _ := e.Do(http.MethodGet, "/leaks/streams/u1/release", webtest.Alice, webtest.AlicePass, nil)
 	if code != http.StatusMethodNotAllowed || hdr.Get("Allow") != "POST" {
 		t.Errorf("GET on the action: %d Allow %q, want 405 POST", code, hdr.Get("Allow"))
 	}
 
-	code, page := e.get("/leaks/streams/u1/preview")
+	code, page := e.Get("/leaks/streams/u1/preview")
 	if code != http.StatusOK {
 		t.Fatalf("preview: %d\n%s", code, page)
 	}
-	plan, csrf := formValue(page, "plan"), formValue(page, "csrf")
+	plan, csrf := webtest.FormValue(page, "plan"), webtest.FormValue(page, "csrf")
 	if plan == "" || csrf == "" {
 		t.Fatalf("the preview has no plan or CSRF token:\n%s", page)
 	}
 	post := func(user, pass string, form url.Values) int {
-		code, _, _ := e.do(http.MethodPost, "/leaks/streams/u1/release", user, pass, form)
+		code, _, _ := e.Do(http.MethodPost, "/leaks/streams/u1/release", user, pass, form)
 		return code
 	}
 	for _, c := range []struct {
@@ -77,41 +61,41 @@ func TestReleaseRefusals(t *testing.T) {
 		form url.Values
 		want int
 	}{
-		{"no CSRF token", alice, alicePass, url.Values{"plan": {plan}, "reason": {"x"}}, http.StatusForbidden},
-		{"a forged token", alice, alicePass, url.Values{"plan": {plan}, "csrf": {"9999999999.AAAA"}, "reason": {"x"}}, http.StatusForbidden},
-		{"alice's token, sent by bob", bob, bobPass, url.Values{"plan": {plan}, "csrf": {csrf}, "reason": {"x"}}, http.StatusForbidden},
-		{"the token for another preview", alice, alicePass, url.Values{"plan": {"0123"}, "csrf": {csrf}, "reason": {"x"}}, http.StatusForbidden},
-		{"no reason", alice, alicePass, url.Values{"plan": {plan}, "csrf": {csrf}, "reason": {"  "}}, http.StatusBadRequest},
+		{"no CSRF token", webtest.Alice, webtest.AlicePass, url.Values{"plan": {plan}, "reason": {"x"}}, http.StatusForbidden},
+		{"a forged token", webtest.Alice, webtest.AlicePass, url.Values{"plan": {plan}, "csrf": {"9999999999.AAAA"}, "reason": {"x"}}, http.StatusForbidden},
+		{"alice's token, sent by bob", webtest.Bob, webtest.BobPass, url.Values{"plan": {plan}, "csrf": {csrf}, "reason": {"x"}}, http.StatusForbidden},
+		{"the token for another preview", webtest.Alice, webtest.AlicePass, url.Values{"plan": {"0123"}, "csrf": {csrf}, "reason": {"x"}}, http.StatusForbidden},
+		{"no reason", webtest.Alice, webtest.AlicePass, url.Values{"plan": {plan}, "csrf": {csrf}, "reason": {"  "}}, http.StatusBadRequest},
 	} {
 		if got := post(c.user, c.pass, c.form); got != c.want {
 			t.Errorf("POST with %s: %d, want %d", c.name, got, c.want)
 		}
 	}
-	if n, err := e.admin.ZCard(context.Background(), "joishi:streams:{u1}").Result(); err != nil || n != 5 {
+	if n, err := e.Admin.ZCard(context.Background(), "joishi:streams:{u1}").Result(); err != nil || n != 5 {
 		t.Fatalf("after refused POSTs the set has %d members (%v), want 5 untouched", n, err)
 	}
 	// The token in the query string, not the form, is no token either.
-	code, _, _ = e.do(http.MethodPost, "/leaks/streams/u1/release?csrf="+url.QueryEscape(csrf)+"&plan="+plan, alice, alicePass, url.Values{"reason": {"x"}})
+	code, _, _ = e.Do(http.MethodPost, "/leaks/streams/u1/release?csrf="+url.QueryEscape(csrf)+"&plan="+plan, webtest.Alice, webtest.AlicePass, url.Values{"reason": {"x"}})
 	if code != http.StatusForbidden {
 		t.Errorf("POST with the token in the URL: %d, want 403", code)
 	}
 
 	good := url.Values{"plan": {plan}, "csrf": {csrf}, "reason": {"dead holders"}}
-	if got := post(alice, alicePass, good); got != http.StatusOK {
+	if got := post(webtest.Alice, webtest.AlicePass, good); got != http.StatusOK {
 		t.Fatalf("the real release: %d", got)
 	}
-	if got := post(alice, alicePass, good); got != http.StatusConflict {
+	if got := post(webtest.Alice, webtest.AlicePass, good); got != http.StatusConflict {
 		t.Errorf("the same preview confirmed twice: %d, want 409", got)
 	}
 
 	refused, released := 0, 0
-	for _, r := range e.records() {
+	for _, r := range e.Records() {
 		switch {
 		case r.Action == release.ActionRelease && r.Result == release.ResultRefused:
 			refused++
 		case r.Action == release.ActionRelease && r.Result == release.ResultReleased:
 			released++
-			if r.Operator != alice || r.Reason != "dead holders" {
+			if r.Operator != webtest.Alice || r.Reason != "dead holders" {
 				t.Errorf("release line %+v", r)
 			}
 		}
@@ -119,21 +103,21 @@ func TestReleaseRefusals(t *testing.T) {
 	if refused != 7 || released != 1 {
 		t.Errorf("audited %d refused and %d released releases, want 7 and 1", refused, released)
 	}
-	_, metrics := e.get("/metrics")
+	_, metrics := e.Get("/metrics")
 	for _, want := range []string{`slot_exporter_releases_total{result="refused"} 7`, `slot_exporter_releases_total{result="released"} 1`, `slot_exporter_releases_total{result="previewed"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if c := e.rel.Counts(); c["refused"] != 7 || c["released"] != 1 || c["previewed"] != 1 {
+	if c := e.Rel.Counts(); c["refused"] != 7 || c["released"] != 1 || c["previewed"] != 1 {
 		t.Errorf("counts %v", c)
 	}
 
 	// Operators removed from the web config while running: the toolkit
 	// stops asking for credentials, and release stops too, rather than
 	// trusting any name a request sends.
-	exportertest.WriteFile(t, e.webCfg, "")
-	code, _, _ = e.do(http.MethodGet, "/leaks/streams/u1/preview", "mallory", "x", nil)
+	exportertest.WriteFile(t, e.WebCfg, "")
+	code, _, _ = e.Do(http.MethodGet, "/leaks/streams/u1/preview", "mallory", "x", nil)
 	if code != http.StatusForbidden {
 		t.Errorf("preview with the operators gone from the web config: %d, want 403", code)
 	}
@@ -142,10 +126,10 @@ func TestReleaseRefusals(t *testing.T) {
 // TestReleaseDisabled: without --web.enable-release there is no button,
 // and the preview and action are not found.
 func TestReleaseDisabled(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	e.seedLeaky("u1")
-	e.h.Sweep()
-	code, page := e.get("/leaks/streams/u1")
+	e := webtest.New(t, webtest.Options{})
+	e.SeedLeaky("u1")
+	e.H.Sweep()
+	code, page := e.Get("/leaks/streams/u1")
 	if code != http.StatusOK {
 		t.Fatalf("user page: %d", code)
 	}
@@ -154,10 +138,10 @@ func TestReleaseDisabled(t *testing.T) {
 		t.Errorf("the user page offers a release with release off:\n%s", page)
 	}
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
-		if code, _, _ := e.do(m, "/leaks/streams/u1/preview", alice, alicePass, nil); code != http.StatusNotFound {
+		if code, _, _ := e.Do(m, "/leaks/streams/u1/preview", webtest.Alice, webtest.AlicePass, nil); code != http.StatusNotFound {
 			t.Errorf("%s preview with release off: %d, want 404", m, code)
 		}
-		if code, _, _ := e.do(m, "/leaks/streams/u1/release", alice, alicePass, url.Values{"reason": {"x"}}); code != http.StatusNotFound {
+		if code, _, _ := e.Do(m, "/leaks/streams/u1/release", webtest.Alice, webtest.AlicePass, url.Values{"reason": {"x"}}); code != http.StatusNotFound {
 			t.Errorf("%s release with release off: %d, want 404", m, code)
 		}
 	}
@@ -168,7 +152,7 @@ func TestReleaseDisabled(t *testing.T) {
 func TestCheckRelease(t *testing.T) {
 	dir := t.TempDir()
 	users, none, bad := dir+"/users.yml", dir+"/none.yml", dir+"/bad.yml"
-	exportertest.WriteFile(t, users, webUsers)
+	exportertest.WriteFile(t, users, webtest.Users)
 	exportertest.WriteFile(t, none, "http_server_config:\n  http2: false\n")
 	exportertest.WriteFile(t, bad, "basic_auth_users: [\n")
 	for _, c := range []struct {
@@ -180,24 +164,24 @@ func TestCheckRelease(t *testing.T) {
 		{dir + "/missing.yml", "a.jsonl", "--web.config.file:"},
 		{users, "", "needs --release.audit-file"},
 	} {
-		err := CheckRelease(c.web, c.audit)
+		err := web.CheckRelease(c.web, c.audit)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("CheckRelease(%q, %q) = %v, want an error containing %q", c.web, c.audit, err, c.want)
+			t.Errorf("web.CheckRelease(%q, %q) = %v, want an error containing %q", c.web, c.audit, err, c.want)
 		}
 	}
-	if err := CheckRelease(users, "a.jsonl"); err != nil {
+	if err := web.CheckRelease(users, "a.jsonl"); err != nil {
 		t.Errorf("CheckRelease with users and an audit file: %v", err)
 	}
 }
 
 // TestLiveReadsRateLimited: the live page answers 429 beyond its budget.
 func TestLiveReadsRateLimited(t *testing.T) {
-	e := newEnv(t, envOptions{liveReads: 0.001, liveBurst: 2})
-	e.seedLeaky("u1")
+	e := webtest.New(t, webtest.Options{LiveReads: 0.001, LiveBurst: 2})
+	e.SeedLeaky("u1")
 	codes := []int{}
 	var retry string
 	for range 3 {
-		code, hdr, _ := e.do(http.MethodGet, "/leaks/streams/u1", alice, alicePass, nil)
+		code, hdr, _ := e.Do(http.MethodGet, "/leaks/streams/u1", webtest.Alice, webtest.AlicePass, nil)
 		codes = append(codes, code)
 		retry = hdr.Get("Retry-After")
 	}
@@ -205,7 +189,7 @@ func TestLiveReadsRateLimited(t *testing.T) {
 		t.Errorf("three reads with a burst of 2: %v (Retry-After %q), want 200 200 429 with Retry-After", codes, retry)
 	}
 	// /leaks reads the snapshot, not Redis: never limited.
-	if code, _ := e.get("/leaks"); code != 200 {
+	if code, _ := e.Get("/leaks"); code != 200 {
 		t.Errorf("/leaks after the live budget ran out: %d", code)
 	}
 }
@@ -214,9 +198,9 @@ func TestLiveReadsRateLimited(t *testing.T) {
 // then.
 func TestPprofFlag(t *testing.T) {
 	for _, on := range []bool{false, true} {
-		e := newEnv(t, envOptions{pprof: on, noAuth: true})
-		code, _ := e.get("/debug/pprof/")
-		_, landing := e.get("/")
+		e := webtest.New(t, webtest.Options{Pprof: on, NoAuth: true})
+		code, _ := e.Get("/debug/pprof/")
+		_, landing := e.Get("/")
 		linked := strings.Contains(landing, "debug/pprof")
 		if on && (code != 200 || !linked) {
 			t.Errorf("pprof on: /debug/pprof/ %d, linked %v; want 200 and linked", code, linked)
@@ -233,45 +217,45 @@ func TestPprofFlag(t *testing.T) {
 // TestHealthReadyReload: the endpoints moved out of main answer as they
 // did.
 func TestHealthReadyReload(t *testing.T) {
-	e := newEnv(t, envOptions{noAuth: true})
-	if code, body := e.get("/-/healthy"); code != 200 || body != "Healthy\n" {
+	e := webtest.New(t, webtest.Options{NoAuth: true})
+	if code, body := e.Get("/-/healthy"); code != 200 || body != "Healthy\n" {
 		t.Errorf("/-/healthy: %d %q", code, body)
 	}
-	if code, _ := e.get("/-/ready"); code != http.StatusServiceUnavailable {
+	if code, _ := e.Get("/-/ready"); code != http.StatusServiceUnavailable {
 		t.Errorf("/-/ready before a sweep: %d, want 503", code)
 	}
-	e.h.Sweep()
-	if code, _ := e.get("/-/ready"); code != 200 {
+	e.H.Sweep()
+	if code, _ := e.Get("/-/ready"); code != 200 {
 		t.Errorf("/-/ready after a sweep: %d", code)
 	}
-	if code, hdr, _ := e.do(http.MethodGet, "/-/reload", "", "", nil); code != http.StatusMethodNotAllowed || hdr.Get("Allow") != "POST, PUT" {
+	if code, hdr, _ := e.Do(http.MethodGet, "/-/reload", "", "", nil); code != http.StatusMethodNotAllowed || hdr.Get("Allow") != "POST, PUT" {
 		t.Errorf("GET /-/reload: %d Allow %q", code, hdr.Get("Allow"))
 	}
-	if code, _, body := e.do(http.MethodPost, "/-/reload", "", "", nil); code != 200 || body != "Reloaded\n" {
+	if code, _, body := e.Do(http.MethodPost, "/-/reload", "", "", nil); code != 200 || body != "Reloaded\n" {
 		t.Errorf("POST /-/reload: %d %q", code, body)
 	}
-	if code, _, _ := e.do(http.MethodPost, "/leaks", "", "", nil); code != http.StatusMethodNotAllowed {
+	if code, _, _ := e.Do(http.MethodPost, "/leaks", "", "", nil); code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /leaks: %d, want 405", code)
 	}
-	if code, _ := e.get("/leaks/nosuch/u1"); code != http.StatusNotFound {
+	if code, _ := e.Get("/leaks/nosuch/u1"); code != http.StatusNotFound {
 		t.Errorf("an unknown family: %d, want 404", code)
 	}
 }
 
 // TestOtherKinds: what each kind's key holds, on its user page.
 func TestOtherKinds(t *testing.T) {
-	e := newEnv(t, envOptions{noAuth: true})
+	e := webtest.New(t, webtest.Options{NoAuth: true})
 	ctx := context.Background()
-	e.admin.Set(ctx, "legacy:u1", "7", 0)
-	e.admin.Set(ctx, "rl:api:u1", "42", 45*time.Second)
-	e.admin.Set(ctx, "lock:job:eu-u1", "tok-<1>", 20*time.Second) // found by SCAN: the user regexp has no inverse
-	e.admin.Set(ctx, "lock:job:eu-u2", "tok-forever", 0)
-	e.admin.LPush(ctx, "queue:mail:u1", "newest", strings.Repeat("x", 300)+"<b>")
-	e.admin.RPush(ctx, "queue:mail:u1", `{"to":"<a@b>"}`) // the pop side (right) is next
-	e.admin.XAdd(ctx, &redis.XAddArgs{Stream: "stream:events:u1", ID: "1-1", Values: []any{"k", "v"}})
-	e.admin.XAdd(ctx, &redis.XAddArgs{Stream: "stream:events:u1", ID: "2-1", Values: []any{"k", "v"}})
-	e.admin.XGroupCreate(ctx, "stream:events:u1", "workers", "0")
-	e.admin.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "w<1>", Streams: []string{"stream:events:u1", ">"}, Count: 1})
+	e.Admin.Set(ctx, "legacy:u1", "7", 0)
+	e.Admin.Set(ctx, "rl:api:u1", "42", 45*time.Second)
+	e.Admin.Set(ctx, "lock:job:eu-u1", "tok-<1>", 20*time.Second) // found by SCAN: the user regexp has no inverse
+	e.Admin.Set(ctx, "lock:job:eu-u2", "tok-forever", 0)
+	e.Admin.LPush(ctx, "queue:mail:u1", "newest", strings.Repeat("x", 300)+"<b>")
+	e.Admin.RPush(ctx, "queue:mail:u1", `{"to":"<a@b>"}`) // the pop side (right) is next
+	e.Admin.XAdd(ctx, &redis.XAddArgs{Stream: "stream:events:u1", ID: "1-1", Values: []any{"k", "v"}})
+	e.Admin.XAdd(ctx, &redis.XAddArgs{Stream: "stream:events:u1", ID: "2-1", Values: []any{"k", "v"}})
+	e.Admin.XGroupCreate(ctx, "stream:events:u1", "workers", "0")
+	e.Admin.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "w<1>", Streams: []string{"stream:events:u1", ">"}, Count: 1})
 
 	for _, c := range []struct {
 		path string
@@ -284,7 +268,7 @@ func TestOtherKinds(t *testing.T) {
 		{"/leaks/mail/u1", []string{"<dd>3</dd>", "{&#34;to&#34;:&#34;&lt;a@b&gt;&#34;}"}},
 		{"/leaks/events/u1", []string{"Entries: 2", "workers", "1 pending", "w&lt;1&gt;", "last delivered <span class=\"mono\">1-1</span>"}},
 	} {
-		code, page := e.get(c.path)
+		code, page := e.Get(c.path)
 		if code != 200 {
 			t.Errorf("%s: %d\n%s", c.path, code, page)
 			continue
@@ -296,8 +280,8 @@ func TestOtherKinds(t *testing.T) {
 		}
 	}
 	// The head of a queue is cut, and what is cut stays escaped.
-	e.admin.RPush(ctx, "queue:mail:u2", strings.Repeat("y", 300)+"<script>")
-	_, page := e.get("/leaks/mail/u2")
+	e.Admin.RPush(ctx, "queue:mail:u2", strings.Repeat("y", 300)+"<script>")
+	_, page := e.Get("/leaks/mail/u2")
 	if strings.Contains(page, "<script>") || !strings.Contains(page, "(first 200 bytes)") {
 		t.Errorf("a long queue head is not cut or not escaped")
 	}
@@ -306,13 +290,13 @@ func TestOtherKinds(t *testing.T) {
 // TestHostileUserIDs: ids that are markup, quotes, invalid UTF-8, or hold
 // a slash: escaped everywhere, and every link leads to the user.
 func TestHostileUserIDs(t *testing.T) {
-	e := newEnv(t, envOptions{release: true})
+	e := webtest.New(t, webtest.Options{Release: true})
 	hostile := []string{`<script>alert(1)</script>`, `"quoted' & <b>`, "\xff\xfe\x00bad", "a/b", "pct%2F%zz"}
 	for _, u := range hostile {
-		e.seedLeaky(u)
+		e.SeedLeaky(u)
 	}
-	e.h.Sweep()
-	_, page := e.get("/leaks")
+	e.H.Sweep()
+	_, page := e.Get("/leaks")
 	if strings.Contains(page, "<script") || strings.Contains(page, "<b>") {
 		t.Fatalf("/leaks carries raw markup from a user id")
 	}
@@ -322,7 +306,7 @@ func TestHostileUserIDs(t *testing.T) {
 	}
 	for _, l := range links {
 		path := strings.ReplaceAll(l[1], "&amp;", "&")
-		code, page := e.get(path)
+		code, page := e.Get(path)
 		if code != 200 {
 			t.Errorf("%s: %d", path, code)
 			continue
@@ -333,7 +317,7 @@ func TestHostileUserIDs(t *testing.T) {
 		if !strings.Contains(page, ">crashed-1<") || !strings.Contains(page, "Found by</dt><dd>the match pattern with {user}") {
 			t.Errorf("%s does not show the user's key", path)
 		}
-		code, page = e.get(path + "/preview")
+		code, page = e.Get(path + "/preview")
 		if code != 200 || !strings.Contains(page, `name="csrf"`) {
 			t.Errorf("%s/preview: %d", path, code)
 		}

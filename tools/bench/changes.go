@@ -18,7 +18,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
-	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
 	"github.com/slotexporter/slot_exporter/internal/sweep"
@@ -342,7 +341,7 @@ func workerChanges(o *workerOpts) error {
 			sc.Written = cs1["zadd"].Calls - cs0["zadd"].Calls
 			sc.Phase = phase.Seconds()
 			fam := s.Snapshot().Families[0]
-			if v, ok := exportertest.Value(fam, snapshot.SamplingPeriod); ok {
+			if v, ok := fam.Lookup(snapshot.SamplingPeriod); ok {
 				sc.Period = v
 			}
 			// Memory before the exactness check builds a second exporter

@@ -58,15 +58,15 @@ func TestClusterEveryKind(t *testing.T) {
 		if i%3 != 0 { // a third have no TTL
 			ttl = 30 * time.Second
 		}
-		must(t, cc.Set(ctx, "c:rl:"+u, 7, ttl).Err())
-		must(t, cc.Set(ctx, "c:lock:"+u, "tok-"+u, ttl).Err())
-		must(t, cc.RPush(ctx, "c:q:"+u, "a", "b").Err())
-		must(t, cc.XGroupCreateMkStream(ctx, "c:s:"+u, "g", "$").Err())
-		must(t, cc.XAdd(ctx, &redis.XAddArgs{Stream: "c:s:" + u, Values: []string{"f", "v"}}).Err())
-		must(t, cc.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c", Streams: []string{"c:s:" + u, ">"}, Count: 1, Block: -1}).Err())
+		exportertest.Must(t, cc.Set(ctx, "c:rl:"+u, 7, ttl).Err())
+		exportertest.Must(t, cc.Set(ctx, "c:lock:"+u, "tok-"+u, ttl).Err())
+		exportertest.Must(t, cc.RPush(ctx, "c:q:"+u, "a", "b").Err())
+		exportertest.Must(t, cc.XGroupCreateMkStream(ctx, "c:s:"+u, "g", "$").Err())
+		exportertest.Must(t, cc.XAdd(ctx, &redis.XAddArgs{Stream: "c:s:" + u, Values: []string{"f", "v"}}).Err())
+		exportertest.Must(t, cc.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c", Streams: []string{"c:s:" + u, ">"}, Count: 1, Block: -1}).Err())
 	}
 	for _, m := range cl.Masters() {
-		must(t, cl.NodeClient(m).ConfigResetStat(ctx).Err())
+		exportertest.Must(t, cl.NodeClient(m).ConfigResetStat(ctx).Err())
 	}
 	h.Sweep()
 	exportertest.Expect(t, h.Metrics(), map[string]float64{
@@ -95,7 +95,7 @@ func TestClusterEveryKind(t *testing.T) {
 	// Each kind's own reads reached every master.
 	for _, m := range cl.Masters() {
 		st, err := redisproc.CommandStats(ctx, cl.NodeClient(m))
-		must(t, err)
+		exportertest.Must(t, err)
 		for _, cmd := range []string{"get", "getrange", "llen", "lindex", "xlen", "xinfo|groups", "xpending", "xinfo|consumers"} {
 			if st[cmd].Calls == 0 {
 				t.Errorf("master %s: no %s: the sweep did not read its keys there", m.Addr, cmd)

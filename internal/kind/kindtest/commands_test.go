@@ -65,13 +65,13 @@ func TestCommandsPerKind(t *testing.T) {
 		rc := srv.Client()
 		c.setup(rc)
 		h := exportertest.New(t, rc, config(srv.Addr, "30m", 100, c.family))
-		must(t, rc.ConfigResetStat(ctx).Err())
+		exportertest.Must(t, rc.ConfigResetStat(ctx).Err())
 		h.Sweep()
 		if v := h.Metrics()[`slot_exporter_sweep_errors_total{family=`+strconv.Quote(familyName(c.family))+`}`]; v != 0 {
 			t.Fatalf("%s: sweep errors %v", familyName(c.family), v)
 		}
 		st, err := redisproc.CommandStats(ctx, rc)
-		must(t, err)
+		exportertest.Must(t, err)
 		var all, own []string
 		for cmd := range st {
 			all = append(all, cmd)

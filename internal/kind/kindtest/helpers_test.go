@@ -1,7 +1,6 @@
 package kindtest
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -56,11 +55,11 @@ func (s *steps) at(d time.Duration) { time.Sleep(time.Until(s.start.Add(d))) }
 // sweep sweeps every harness once and returns the sweep's index.
 func (s *steps) sweep() int {
 	s.t.Helper()
-	s.before = append(s.before, redisNow(s.t, s.rc))
+	s.before = append(s.before, exportertest.RedisTime(s.t, s.rc))
 	for _, h := range s.hs {
 		h.Sweep()
 	}
-	s.after = append(s.after, redisNow(s.t, s.rc))
+	s.after = append(s.after, exportertest.RedisTime(s.t, s.rc))
 	return len(s.before) - 1
 }
 
@@ -86,16 +85,6 @@ func (s *steps) within(got map[string]float64, name string, lo, hi float64) {
 	case v < lo || v > hi:
 		s.t.Errorf("%s = %v, want within [%.3f, %.3f]", name, v, lo, hi)
 	}
-}
-
-// redisNow is Redis TIME in ms.
-func redisNow(t testing.TB, rc redis.Cmdable) int64 {
-	t.Helper()
-	tm, err := rc.Time(context.Background()).Result()
-	if err != nil {
-		t.Fatalf("TIME: %v", err)
-	}
-	return tm.UnixMilli()
 }
 
 // users lists the users with a series of metric in family.
@@ -131,13 +120,6 @@ func absent(t testing.TB, got map[string]float64, names ...string) {
 		if v, ok := got[n]; ok {
 			t.Errorf("%s = %v, want no such series", n, v)
 		}
-	}
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

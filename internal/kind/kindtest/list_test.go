@@ -49,7 +49,7 @@ func TestListScenario(t *testing.T) {
 	hc := exportertest.New(t, rc, config(srv.Addr, "2s", 1, listFamilies))
 	queue := func(user string) *listqueue.Queue {
 		q, err := listqueue.New(rc, listqueue.Options{Key: "t:q:" + user, ProcessingKey: "t:p:" + user + ":list", LeaseTTL: time.Second})
-		must(t, err)
+		exportertest.Must(t, err)
 		return q
 	}
 	take := func(q *listqueue.Queue) string {
@@ -79,17 +79,17 @@ func TestListScenario(t *testing.T) {
 	busy, dead, crash := queue("busy"), queue("dead"), queue("crash")
 	for i := range 10 {
 		_, err := busy.Push(ctx, fmt.Sprintf("b%d", i))
-		must(t, err)
+		exportertest.Must(t, err)
 	}
 	_, err := dead.Push(ctx, "d0", "d1", "d2")
-	must(t, err)
+	exportertest.Must(t, err)
 	_, err = crash.Push(ctx, "c0", "c1")
-	must(t, err)
+	exportertest.Must(t, err)
 	if job := take(crash); job != "c0" {
 		t.Fatalf("took %s, want c0", job)
 	}
-	must(t, rc.RPush(ctx, "t:l:u", "a", "b", "c").Err())
-	must(t, rc.Set(ctx, "t:q:str", "x", 0).Err())
+	exportertest.Must(t, rc.RPush(ctx, "t:l:u", "a", "b", "c").Err())
+	exportertest.Must(t, rc.Set(ctx, "t:q:str", "x", 0).Err())
 
 	s := newSteps(t, rc, h, hc)
 	s.sweep()
@@ -108,7 +108,7 @@ func TestListScenario(t *testing.T) {
 		complete(busy, take(busy))
 		switch i {
 		case 1:
-			must(t, rc.LPop(ctx, "t:l:u").Err())
+			exportertest.Must(t, rc.LPop(ctx, "t:l:u").Err())
 		case 2:
 			// Another worker takes c1 and finishes it a sweep later; c0,
 			// whose worker died, stays at the processing list's right.

@@ -48,7 +48,7 @@ func TestLockScenario(t *testing.T) {
 	h := exportertest.New(t, rc, config(srv.Addr, "2s", 100, lockFamily))
 	hc := exportertest.New(t, rc, config(srv.Addr, "2s", 3, lockFamily))
 	lk, err := ownerlock.New(rc, ownerlock.Options{TTL: 2 * time.Second})
-	must(t, err)
+	exportertest.Must(t, err)
 	acquire := func(key string) string {
 		t.Helper()
 		tok, ok, err := lk.Acquire(ctx, key)
@@ -69,7 +69,7 @@ func TestLockScenario(t *testing.T) {
 		if px > 0 {
 			a.TTL = px
 		}
-		must(t, rc.SetArgs(ctx, key, tok, a).Err())
+		exportertest.Must(t, rc.SetArgs(ctx, key, tok, a).Err())
 	}
 	const f = `{family="jobs_lock"}`
 	metric := func(name string, labels ...string) string {
@@ -88,7 +88,7 @@ func TestLockScenario(t *testing.T) {
 	setNX("t:lock:nottl", "n1", 0)
 	zTok := acquire("t:lock:zomb")
 	setNX("t:lock:take", "A", 2*time.Second)
-	must(t, rc.HSet(ctx, "t:lock:h", "f", "v").Err())
+	exportertest.Must(t, rc.HSet(ctx, "t:lock:h", "f", "v").Err())
 	s.sweep()
 	exportertest.Expect(t, h.Metrics(), map[string]float64{
 		state("live"): 5, state("zombie"): 0, state("future"): 0, state("stale"): 0, state("expired"): 0,
@@ -106,7 +106,7 @@ func TestLockScenario(t *testing.T) {
 		extend("t:lock:zomb", zTok)
 		switch i {
 		case 1:
-			must(t, rc.Del(ctx, "t:lock:take").Err())
+			exportertest.Must(t, rc.Del(ctx, "t:lock:take").Err())
 			setNX("t:lock:take", "B", 2*time.Second)
 		case 2:
 			if ok, err := lk.Release(ctx, "t:lock:rel", relTok); err != nil || !ok {
@@ -177,7 +177,7 @@ func TestLockScenario(t *testing.T) {
 	t.Logf("/metrics excerpt:\n%s", excerpt(t, h, "jobs_lock"))
 
 	// The data vanishes: the five locks still held end as lost.
-	must(t, rc.FlushAll(ctx).Err())
+	exportertest.Must(t, rc.FlushAll(ctx).Err())
 	s.sweep()
 	exportertest.Expect(t, h.Metrics(), map[string]float64{
 		state("live"): 0, state("zombie"): 0, state("future"): 0,

@@ -35,24 +35,24 @@ func TestNotifyEveryKind(t *testing.T) {
 	scans := exportertest.Calls(t, rc, "scan")
 
 	lim, err := ratelimit.New(rc, ratelimit.Options{Limit: 5, Window: time.Minute})
-	must(t, err)
+	exportertest.Must(t, err)
 	_, err = lim.Allow(ctx, "t:rl:a")
-	must(t, err)
+	exportertest.Must(t, err)
 	lk, err := ownerlock.New(rc, ownerlock.Options{TTL: 2 * time.Second})
-	must(t, err)
+	exportertest.Must(t, err)
 	_, _, err = lk.Acquire(ctx, "t:lock:a")
-	must(t, err)
+	exportertest.Must(t, err)
 	q, err := listqueue.New(rc, listqueue.Options{Key: "t:q:a", ProcessingKey: "t:p:a"})
-	must(t, err)
+	exportertest.Must(t, err)
 	_, err = q.Push(ctx, "j1", "j2")
-	must(t, err)
+	exportertest.Must(t, err)
 	st, err := streamqueue.New(rc, "t:s:a", "g")
-	must(t, err)
-	must(t, st.CreateGroup(ctx, "$"))
+	exportertest.Must(t, err)
+	exportertest.Must(t, st.CreateGroup(ctx, "$"))
 	_, err = st.Add(ctx, "f", "v")
-	must(t, err)
+	exportertest.Must(t, err)
 	_, err = st.Read(ctx, "c", 1, 0)
-	must(t, err)
+	exportertest.Must(t, err)
 
 	want := map[string]float64{
 		`slot_sets{family="api_rate"}`:            1,
@@ -72,8 +72,8 @@ func TestNotifyEveryKind(t *testing.T) {
 		return true
 	})
 	// Popped empty: Redis deletes the list (a del event).
-	must(t, rc.RPop(ctx, "t:q:a").Err())
-	must(t, rc.RPop(ctx, "t:q:a").Err())
+	exportertest.Must(t, rc.RPop(ctx, "t:q:a").Err())
+	exportertest.Must(t, rc.RPop(ctx, "t:q:a").Err())
 	exportertest.WaitFor(t, 5*time.Second, "the emptied queue's event", func() bool {
 		h.Sweep()
 		m := h.Metrics()

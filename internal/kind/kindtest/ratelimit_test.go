@@ -45,11 +45,11 @@ func TestRateLimitScenario(t *testing.T) {
 	h := exportertest.New(t, rc, config(srv.Addr, "2s", 100, rateFamily))
 	hc := exportertest.New(t, rc, config(srv.Addr, "2s", 3, rateFamily))
 	lim, err := ratelimit.New(rc, ratelimit.Options{Limit: 5, Window: time.Second})
-	must(t, err)
+	exportertest.Must(t, err)
 	allow := func(key string) ratelimit.Result {
 		t.Helper()
 		r, err := lim.Allow(ctx, key)
-		must(t, err)
+		exportertest.Must(t, err)
 		return r
 	}
 
@@ -57,11 +57,11 @@ func TestRateLimitScenario(t *testing.T) {
 	for range 3 {
 		allow("t:rl:ok")
 	}
-	must(t, rc.Set(ctx, "t:rl:nottl", 7, 0).Err())
-	must(t, rc.Set(ctx, "t:rl:busy", 4, time.Second).Err())
-	must(t, rc.Set(ctx, "t:rl:slow", 1, time.Second).Err())
-	must(t, rc.Set(ctx, "t:rl:junk", "abc", 0).Err())
-	must(t, rc.RPush(ctx, "t:rl:list", "x").Err())
+	exportertest.Must(t, rc.Set(ctx, "t:rl:nottl", 7, 0).Err())
+	exportertest.Must(t, rc.Set(ctx, "t:rl:busy", 4, time.Second).Err())
+	exportertest.Must(t, rc.Set(ctx, "t:rl:slow", 1, time.Second).Err())
+	exportertest.Must(t, rc.Set(ctx, "t:rl:junk", "abc", 0).Err())
+	exportertest.Must(t, rc.RPush(ctx, "t:rl:list", "x").Err())
 	allow("t:rl:fresh")
 	allow("t:rl:once")
 	// The sweep that last saw each window restart.
@@ -88,11 +88,11 @@ func TestRateLimitScenario(t *testing.T) {
 
 	for i := 1; i <= 5; i++ {
 		s.at(time.Duration(i) * 600 * time.Millisecond)
-		must(t, rc.Incr(ctx, "t:rl:busy").Err())
-		must(t, rc.PExpire(ctx, "t:rl:busy", time.Second).Err())
-		must(t, rc.PExpire(ctx, "t:rl:slow", time.Second).Err())
+		exportertest.Must(t, rc.Incr(ctx, "t:rl:busy").Err())
+		exportertest.Must(t, rc.PExpire(ctx, "t:rl:busy", time.Second).Err())
+		exportertest.Must(t, rc.PExpire(ctx, "t:rl:slow", time.Second).Err())
 		if i == 3 {
-			must(t, rc.Set(ctx, "t:rl:unit", 2, 1000*time.Second).Err())
+			exportertest.Must(t, rc.Set(ctx, "t:rl:unit", 2, 1000*time.Second).Err())
 		}
 		// Count 1: this hit found no key, a new window began.
 		if allow("t:rl:fresh").Count == 1 {

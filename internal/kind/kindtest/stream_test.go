@@ -49,8 +49,8 @@ func TestStreamScenario(t *testing.T) {
 	open := func(user, group string) *streamqueue.Stream {
 		t.Helper()
 		s, err := streamqueue.New(rc, "t:s:"+user, group)
-		must(t, err)
-		must(t, s.CreateGroup(ctx, "$"))
+		exportertest.Must(t, err)
+		exportertest.Must(t, s.CreateGroup(ctx, "$"))
 		return s
 	}
 	add := func(s *streamqueue.Stream, n int) []string {
@@ -58,7 +58,7 @@ func TestStreamScenario(t *testing.T) {
 		var ids []string
 		for i := range n {
 			id, err := s.Add(ctx, "n", strconv.Itoa(i))
-			must(t, err)
+			exportertest.Must(t, err)
 			ids = append(ids, id)
 		}
 		return ids
@@ -66,7 +66,7 @@ func TestStreamScenario(t *testing.T) {
 	read := func(s *streamqueue.Stream, consumer string, n int) []string {
 		t.Helper()
 		es, err := s.Read(ctx, consumer, n, 0)
-		must(t, err)
+		exportertest.Must(t, err)
 		if len(es) != n {
 			t.Fatalf("%s read %d entries, want %d", consumer, len(es), n)
 		}
@@ -79,7 +79,7 @@ func TestStreamScenario(t *testing.T) {
 	ack := func(s *streamqueue.Stream, ids []string) {
 		t.Helper()
 		n, err := s.Ack(ctx, ids...)
-		must(t, err)
+		exportertest.Must(t, err)
 		if int(n) != len(ids) {
 			t.Fatalf("acked %d, want %d", n, len(ids))
 		}
@@ -87,7 +87,7 @@ func TestStreamScenario(t *testing.T) {
 	idMs := func(id string) int64 {
 		ms, _, _ := strings.Cut(id, "-")
 		n, err := strconv.ParseInt(ms, 10, 64)
-		must(t, err)
+		exportertest.Must(t, err)
 		return n
 	}
 	metric := func(name string, labels ...string) string {
@@ -120,10 +120,10 @@ func TestStreamScenario(t *testing.T) {
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "t:s:flood", Values: []string{"n", strconv.Itoa(i)}})
 	}
 	_, err := pipe.Exec(ctx)
-	must(t, err)
+	exportertest.Must(t, err)
 	read(flood, "c-flood", 1100)
-	must(t, rc.XAdd(ctx, &redis.XAddArgs{Stream: "t:s:nogroups", Values: []string{"n", "1"}}).Err())
-	must(t, rc.LPush(ctx, "t:s:list", "x").Err())
+	exportertest.Must(t, rc.XAdd(ctx, &redis.XAddArgs{Stream: "t:s:nogroups", Values: []string{"n", "1"}}).Err())
+	exportertest.Must(t, rc.LPush(ctx, "t:s:list", "x").Err())
 
 	s := newSteps(t, rc, h, hc)
 	s.sweep()

@@ -1,9 +1,10 @@
-package web
+package browser
 
 import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,9 +16,12 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/release"
+	"github.com/slotexporter/slot_exporter/internal/web/webtest"
 )
 
 // The browser tests drive Debian's headless Chromium through chromedp:
@@ -70,13 +74,6 @@ func browser(t *testing.T, user, pass string) context.Context {
 	return ctx
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func run[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	t.Helper()
 	v, err := chromedp.Run(ctx, a)
@@ -101,19 +98,19 @@ func memberStates(t *testing.T, ctx context.Context) map[string]string {
 // directStates reads a key straight from Redis and classifies its members
 // with the family's rules, as the exporter does, untracked (first seen
 // now).
-func (e *env) directStates(family, key string) map[string]string {
-	e.t.Helper()
-	var f = e.cfg.Families[0]
-	for _, fam := range e.cfg.Families {
+func directStates(e *webtest.Env, family, key string) map[string]string {
+	e.T.Helper()
+	var f = e.Cfg.Families[0]
+	for _, fam := range e.Cfg.Families {
 		if fam.Name == family {
 			f = fam
 		}
 	}
-	zs, err := e.admin.ZRangeWithScores(context.Background(), key, 0, -1).Result()
+	zs, err := e.Admin.ZRangeWithScores(context.Background(), key, 0, -1).Result()
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	now := e.now()
+	now := e.Now()
 	rules := kind.Rules(&f)
 	b := rules.Bounds(now)
 	out := map[string]string{}
@@ -152,10 +149,10 @@ func screenshot(t *testing.T, ctx context.Context, name string) string {
 	t.Helper()
 	png := run(t, ctx, chromedp.FullScreenshot(100))
 	path := filepath.Join(t.TempDir(), name)
-	must(t, os.WriteFile(path, png, 0o644))
+	exportertest.Must(t, os.WriteFile(path, png, 0o644))
 	if dir := os.Getenv("SCREENSHOT_DIR"); dir != "" {
-		must(t, os.MkdirAll(dir, 0o755))
-		must(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
+		exportertest.Must(t, os.MkdirAll(dir, 0o755))
+		exportertest.Must(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
 	}
 	return path
 }
@@ -164,17 +161,17 @@ func screenshot(t *testing.T, ctx context.Context, name string) string {
 // member states that match a direct read of Redis classified by the same
 // rules. Screenshots of both pages, wide and phone-sized.
 func TestBrowserLeakingUser(t *testing.T) {
-	e := newEnv(t, envOptions{release: true})
-	key := e.seedLeaky("leaky")
+	e := webtest.New(t, webtest.Options{Release: true})
+	key := e.SeedLeaky("leaky")
 	// A member name no screen is wide enough for: it wraps, the page
 	// does not grow sideways.
-	e.admin.ZAdd(context.Background(), key, redisZ(float64(e.now()+100_000), "holder-"+strings.Repeat("0123456789", 15)))
-	e.admin.ZAdd(context.Background(), "joishi:streams:{calm}", redisZ(float64(e.now()+110_000), "live-9"))
-	e.h.Sweep()
-	ctx := browser(t, alice, alicePass)
+	e.Admin.ZAdd(context.Background(), key, redis.Z{Score: float64(e.Now() + 100_000), Member: "holder-" + strings.Repeat("0123456789", 15)})
+	e.Admin.ZAdd(context.Background(), "joishi:streams:{calm}", redis.Z{Score: float64(e.Now() + 110_000), Member: "live-9"})
+	e.H.Sweep()
+	ctx := browser(t, webtest.Alice, webtest.AlicePass)
 
-	must(t, chromedp.Do(ctx, chromedp.Navigate(e.base+"/")))
-	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href="/leaks"]`)), chromedp.WaitVisible(chromedp.CSS(`#family-streams`))))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.Navigate(e.Base+"/")))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href="/leaks"]`)), chromedp.WaitVisible(chromedp.CSS(`#family-streams`))))
 	checkPage(t, ctx, "/leaks")
 	users := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('section[aria-labelledby=family-streams] tbody td:first-child')).map(td => td.textContent)`))
 	if len(users) == 0 || users[0] != "leaky" {
@@ -182,19 +179,19 @@ func TestBrowserLeakingUser(t *testing.T) {
 	}
 	anomalies := run(t, ctx, chromedp.Evaluate[string](`document.querySelector('section[aria-labelledby=family-streams] tbody tr td:last-child').textContent`))
 	for _, a := range []string{"expired", "future", "stale"} {
-		if !contains(anomalies, a) {
+		if !strings.Contains(anomalies, a) {
 			t.Errorf("leaky's anomalies %q lack %s", anomalies, a)
 		}
 	}
 	screenshot(t, ctx, "leaks.png")
 
-	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href="/leaks/streams/leaky"]`)), chromedp.WaitVisible(chromedp.CSS(`section table`))))
-	if loc := run(t, ctx, chromedp.Location()); loc != e.base+"/leaks/streams/leaky" {
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href="/leaks/streams/leaky"]`)), chromedp.WaitVisible(chromedp.CSS(`section table`))))
+	if loc := run(t, ctx, chromedp.Location()); loc != e.Base+"/leaks/streams/leaky" {
 		t.Errorf("clicked to %s", loc)
 	}
 	checkPage(t, ctx, "the user page")
-	got, want := memberStates(t, ctx), e.directStates("streams", key)
-	if !maps2Equal(got, want) {
+	got, want := memberStates(t, ctx), directStates(e, "streams", key)
+	if !maps.Equal(got, want) {
 		t.Errorf("the page shows %v, a direct read classifies %v", got, want)
 	}
 	var states []string
@@ -208,8 +205,8 @@ func TestBrowserLeakingUser(t *testing.T) {
 	screenshot(t, ctx, "user.png")
 
 	// A phone: nothing wider than the screen, every cell labelled.
-	must(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Reload()))
-	must(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`section table`))))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Reload()))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`section table`))))
 	checkPage(t, ctx, "the user page on a phone")
 	screenshot(t, ctx, "user-phone.png")
 }
@@ -219,13 +216,13 @@ func TestBrowserLeakingUser(t *testing.T) {
 // heartbeat arrives between the preview and the confirmation stays, and
 // the audit file names the operator.
 func TestBrowserRelease(t *testing.T) {
-	e := newEnv(t, envOptions{release: true})
-	key := e.seedLeaky("leaky")
-	e.h.Sweep()
-	ctx := browser(t, alice, alicePass)
+	e := webtest.New(t, webtest.Options{Release: true})
+	key := e.SeedLeaky("leaky")
+	e.H.Sweep()
+	ctx := browser(t, webtest.Alice, webtest.AlicePass)
 
-	must(t, chromedp.Do(ctx, chromedp.Navigate(e.base+"/leaks/streams/leaky"), chromedp.WaitVisible(chromedp.CSS(`a.button`))))
-	must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a.button`)), chromedp.WaitVisible(chromedp.ID("reason"))))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.Navigate(e.Base+"/leaks/streams/leaky"), chromedp.WaitVisible(chromedp.CSS(`a.button`))))
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a.button`)), chromedp.WaitVisible(chromedp.ID("reason"))))
 	checkPage(t, ctx, "the preview")
 	removing := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('table')[0].querySelectorAll('tbody tr td:first-child')).map(td => td.textContent)`))
 	slices.Sort(removing)
@@ -235,26 +232,26 @@ func TestBrowserRelease(t *testing.T) {
 	screenshot(t, ctx, "preview.png")
 
 	// stale-2's holder was only slow: its heartbeat lands now.
-	e.admin.ZAddXX(context.Background(), key, redisZ(float64(e.now()+120_000), "stale-2"))
+	e.Admin.ZAddXX(context.Background(), key, redis.Z{Score: float64(e.Now() + 120_000), Member: "stale-2"})
 
-	must(t, chromedp.Do(ctx,
+	exportertest.Must(t, chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.ID("reason"), "night page: leaky's holders crashed"),
 		chromedp.Click(chromedp.CSS(`form.release button`)),
 		chromedp.WaitVisible(chromedp.CSS(`p.ok`)),
 	))
 	summary := run(t, ctx, chromedp.Text(chromedp.CSS(`p.ok`)))
-	if !contains(summary, "3 removed or set, 1 kept") {
+	if !strings.Contains(summary, "3 removed or set, 1 kept") {
 		t.Errorf("result summary %q", summary)
 	}
-	left, err := e.admin.ZRange(context.Background(), key, 0, -1).Result()
-	must(t, err)
+	left, err := e.Admin.ZRange(context.Background(), key, 0, -1).Result()
+	exportertest.Must(t, err)
 	slices.Sort(left)
 	if !slices.Equal(left, []string{"live-1", "stale-2"}) {
 		t.Errorf("left in Redis: %v, want [live-1 stale-2]", left)
 	}
-	recs := e.records()
+	recs := e.Records()
 	last := recs[len(recs)-1]
-	if last.Action != release.ActionRelease || last.Result != release.ResultReleased || last.Operator != alice ||
+	if last.Action != release.ActionRelease || last.Result != release.ResultReleased || last.Operator != webtest.Alice ||
 		last.Reason != "night page: leaky's holders crashed" || last.Source != "web" {
 		t.Errorf("audit line %+v", last)
 	}
@@ -270,7 +267,7 @@ func TestBrowserRelease(t *testing.T) {
 // UTF-8 render as text; the pages keep their structure and every link
 // reaches its user.
 func TestBrowserHostileUserIDs(t *testing.T) {
-	e := newEnv(t, envOptions{release: true})
+	e := webtest.New(t, webtest.Options{Release: true})
 	hostile := map[string]string{ // id -> how the page shows it
 		`<script>alert(1)</script>`: `<script>alert(1)</script>`,
 		`"quoted' & <b>bold</b>`:    `"quoted' & <b>bold</b>`,
@@ -278,11 +275,11 @@ func TestBrowserHostileUserIDs(t *testing.T) {
 		"tab\there":                 `"tab\there"`,
 	}
 	for id := range hostile {
-		e.seedLeaky(id)
+		e.SeedLeaky(id)
 	}
-	e.h.Sweep()
-	ctx := browser(t, alice, alicePass)
-	must(t, chromedp.Do(ctx, chromedp.Navigate(e.base+"/leaks"), chromedp.WaitVisible(chromedp.CSS(`#family-streams`))))
+	e.H.Sweep()
+	ctx := browser(t, webtest.Alice, webtest.AlicePass)
+	exportertest.Must(t, chromedp.Do(ctx, chromedp.Navigate(e.Base+"/leaks"), chromedp.WaitVisible(chromedp.CSS(`#family-streams`))))
 	checkPage(t, ctx, "/leaks with hostile ids")
 	shownOnLeaks := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('section[aria-labelledby=family-streams] tbody td:first-child a')).map(a => a.textContent)`))
 	var want []string
@@ -295,9 +292,10 @@ func TestBrowserHostileUserIDs(t *testing.T) {
 		t.Errorf("/leaks shows %q, want %q", shownOnLeaks, want)
 	}
 	for id, shown := range hostile {
-		href := userLink("streams", id)
-		must(t, chromedp.Do(ctx, chromedp.Navigate(e.base+"/leaks"), chromedp.WaitVisible(chromedp.CSS(`#family-streams`))))
-		must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href=%q]`, href))), chromedp.WaitVisible(chromedp.CSS(`section table`))))
+		// The link escapes every part of the path.
+		href := "/leaks/streams/" + url.PathEscape(id)
+		exportertest.Must(t, chromedp.Do(ctx, chromedp.Navigate(e.Base+"/leaks"), chromedp.WaitVisible(chromedp.CSS(`#family-streams`))))
+		exportertest.Must(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href=%q]`, href))), chromedp.WaitVisible(chromedp.CSS(`section table`))))
 		checkPage(t, ctx, "the page of "+shown)
 		title := run(t, ctx, chromedp.Text(chromedp.CSS(`main h2`)))
 		if title != "streams: user "+shown {
@@ -306,7 +304,7 @@ func TestBrowserHostileUserIDs(t *testing.T) {
 		if n := len(memberStates(t, ctx)); n != 5 {
 			t.Errorf("%s: %d members shown, want 5", shown, n)
 		}
-		if loc, _ := url.PathUnescape(run(t, ctx, chromedp.Location())[len(e.base):]); loc != "/leaks/streams/"+id {
+		if loc, _ := url.PathUnescape(run(t, ctx, chromedp.Location())[len(e.Base):]); loc != "/leaks/streams/"+id {
 			t.Errorf("link went to %q", loc)
 		}
 	}

@@ -12,17 +12,13 @@ import (
 	"github.com/slotexporter/slot_exporter/alerts/lint"
 )
 
+// dir holds the dashboards. Their test lives in the alerts module, with
+// alerts/lint, so that the product's module does not require Prometheus.
+const dir = "../../dashboards"
+
 func checker(t *testing.T) *lint.Checker {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "alerts", "slot_exporter.rules.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rf, err := lint.ParseRuleFile(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := lint.NewChecker(rf)
+	_, c, err := lint.Load(filepath.Join("..", "slot_exporter.rules.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +36,7 @@ var want = map[string]struct {
 
 func TestDashboards(t *testing.T) {
 	c := checker(t)
-	files, err := filepath.Glob("*.json")
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +44,9 @@ func TestDashboards(t *testing.T) {
 		t.Errorf("dashboards: got %v, want %d files", files, len(want))
 	}
 	for _, f := range files {
+		f = filepath.Base(f)
 		t.Run(f, func(t *testing.T) {
-			b, err := os.ReadFile(f)
+			b, err := os.ReadFile(filepath.Join(dir, f))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +94,7 @@ func TestDashboards(t *testing.T) {
 // re-encoded JSON.
 func mutate(t *testing.T, f func(d map[string]any)) []byte {
 	t.Helper()
-	b, err := os.ReadFile("slot-overview.json")
+	b, err := os.ReadFile(filepath.Join(dir, "slot-overview.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +285,7 @@ func floorThresholdProblems(t *testing.T, b []byte) []string {
 
 func TestFloorThresholdsFollowConfig(t *testing.T) {
 	for f := range want {
-		b, err := os.ReadFile(f)
+		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +314,7 @@ var metricRE = regexp.MustCompile(`\bslot_[a-z_]+`)
 // the kinds and of the family configuration; the one-user dashboard shows
 // each kind's per-user figures for the selected user.
 func TestKindsShown(t *testing.T) {
-	ob, err := os.ReadFile("slot-overview.json")
+	ob, err := os.ReadFile(filepath.Join(dir, "slot-overview.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +347,7 @@ func TestKindsShown(t *testing.T) {
 		}
 	}
 
-	ub, err := os.ReadFile("slot-user.json")
+	ub, err := os.ReadFile(filepath.Join(dir, "slot-user.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
