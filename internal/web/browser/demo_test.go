@@ -1,9 +1,11 @@
-package main
+package browser
 
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/release"
 )
 
@@ -21,30 +24,62 @@ import (
 // landing page, takes the password the log printed once, previews a
 // release in headless Chromium and confirms it, and the audit file the log
 // named holds the line. Without the login the release pages refuse; the
-// rest of the demo opens without one.
+// rest of the demo opens without one. It runs the binary a user builds,
+// as a user starts it.
 func TestBrowserDemoRelease(t *testing.T) {
-	var chromium string
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			chromium = p
+	chromium := chromium(t)
+	dir := t.TempDir()
+	bins, err := redisproc.BuildBinaries(context.Background(), dir, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := redisproc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	logs := &exportertest.Buffer{}
+	cmd := exec.Command(bins[0], "--demo", fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port))
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logs, logs
+	// The demo needs nothing from the environment: none of the settings
+	// that configure a real exporter leak in from the test's.
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "REDIS_ADDR", "REDIS_USER", "REDIS_PASSWORD", "REDIS_PASSWORD_FILE", "SLOT_EXPORTER_CONFIG":
+		default:
+			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	if chromium == "" {
-		t.Fatal("chromium is not installed: the browser tests need Debian's chromium package (scripts/install-deps.sh)")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	noEnv(t)
-	p := startExporter(t, "--demo")
-	login := regexp.MustCompile(`msg="demo: release is on[^"]*" user=(\S+) password=([0-9a-f]+) audit_file=(\S+)`).FindStringSubmatch(p.logs.String())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("exporter log:\n%s", logs.String())
+		}
+	})
+	// The deadline only ends a hung test.
+	exportertest.WaitFor(t, 3*time.Minute, "the demo serving", func() bool {
+		resp, err := http.Get(base + "/-/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	login := regexp.MustCompile(`msg="demo: release is on[^"]*" user=(\S+) password=([0-9a-f]+) audit_file=(\S+)`).FindStringSubmatch(logs.String())
 	if login == nil {
-		t.Fatalf("the log does not print the demo's login:\n%s", p.logs.String())
+		t.Fatalf("the log does not print the demo's login:\n%s", logs.String())
 	}
 	user, pass, audit := login[1], login[2], login[3]
-	if n := strings.Count(p.logs.String(), pass); n != 1 {
+	if n := strings.Count(logs.String(), pass); n != 1 {
 		t.Errorf("the password is in the log %d times, want once", n)
 	}
 
 	for path, want := range map[string]int{"/metrics": 200, "/leaks": 200, "/leaks/streams/u-micros/preview": 401} {
-		resp, err := http.Get(p.base + path)
+		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +98,7 @@ func TestBrowserDemoRelease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 
-	if err := chromedp.Do(ctx, chromedp.Navigate(p.base+"/"), chromedp.WaitVisible(chromedp.CSS(`p.login-hint`))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`p.login-hint`))); err != nil {
 		t.Fatalf("landing page: %v", err)
 	}
 	hint, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`p.login-hint`)))
@@ -85,7 +120,7 @@ func TestBrowserDemoRelease(t *testing.T) {
 	// u-micros holds a score written in microseconds, a member no holder
 	// can ever refresh: the demo keeps it there.
 	err = chromedp.Do(ctx,
-		chromedp.Navigate(p.base+"/leaks/streams/u-micros"),
+		chromedp.Navigate(base+"/leaks/streams/u-micros"),
 		chromedp.WaitVisible(chromedp.CSS(`a.button`)),
 		chromedp.Click(chromedp.CSS(`a.button`)),
 		chromedp.WaitVisible(chromedp.ID("reason")),
