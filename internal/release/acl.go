@@ -1,7 +1,11 @@
 package release
 
 import (
+	"errors"
+	"fmt"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
 )
@@ -45,4 +49,48 @@ func ACLRule(keyPatterns ...string) string {
 		rules = append(rules, "~"+p)
 	}
 	return strings.Join(rules, " ")
+}
+
+// refusedCommand finds the command in Redis's refusal of one ("NOPERM
+// this user has no permissions to run the 'pttl' command", and the same
+// from the release scripts' own check); "" when err is no refusal, and
+// "?" for the one Redis sends from inside a script without naming the
+// command (before Redis 7, whose scripts cannot check first).
+func refusedCommand(err error) string {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return ""
+	}
+	msg := re.Error()
+	if strings.Contains(msg, "user executing the script can't run this command") {
+		return "?"
+	}
+	if !strings.HasPrefix(strings.TrimPrefix(msg, "ERR "), "NOPERM") {
+		return ""
+	}
+	_, rest, ok := strings.Cut(msg, "to run the '")
+	if !ok {
+		return ""
+	}
+	cmd, _, ok := strings.Cut(rest, "'")
+	if !ok {
+		return ""
+	}
+	return cmd
+}
+
+// aclHint turns Redis's refusal of a command the release needs into an
+// error naming the command, the user, and the documented ACL line (README,
+// "The release user's ACL"); any other error is returned as it is.
+func aclHint(err error, user string) error {
+	cmd := refusedCommand(err)
+	if cmd == "" {
+		return err
+	}
+	what := "+" + cmd
+	if cmd == "?" {
+		what = "one of the commands its scripts run"
+	}
+	return fmt.Errorf("the release user %q may not run %s (%w); its ACL must be exactly the documented line (README, \"The release user's ACL\"): ACL SETUSER %s on >PASSWORD %s",
+		user, strings.TrimPrefix(what, "+"), err, user, ACLRule("<each family's match>"))
 }

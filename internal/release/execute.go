@@ -72,7 +72,7 @@ func (r *Releaser) Execute(ctx context.Context, p *Plan, c Confirm) (*Outcome, e
 			err = fmt.Errorf("not made, nothing was written to Redis: the audit file cannot take its intent record: %w", aerr)
 		} else {
 			ran = true
-			err = r.execute(ctx, rc, p, c, o)
+			err = aclHint(r.execute(ctx, rc, p, c, o), r.username())
 		}
 	}
 	rec.Items = o.Items
