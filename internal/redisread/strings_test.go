@@ -3,8 +3,11 @@ package redisread
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
@@ -85,5 +88,35 @@ func TestParseIntAgreesWithRedis(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRawReadsLongMembers: members around the raw reader's 64 KiB buffer
+// (one byte short, exact, one over, with the CRLF split across two reads)
+// and one of 64 MB hash through the raw path as through go-redis: the raw
+// path streams a member into its hash instead of holding it whole.
+func TestRawReadsLongMembers(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	const buf = 64 << 10
+	var zs []redis.Z
+	for i, n := range []int{buf - 3, buf - 2, buf - 1, buf, buf + 1, 2*buf - 1, 64 << 20} {
+		zs = append(zs, redis.Z{Score: float64(i), Member: strings.Repeat(string(rune('a'+i)), n)})
+	}
+	if err := c.ZAdd(ctx, "s:{long}", zs...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := zsetPlan(10, 100, Edges{})
+	raw, err := readKeys(ctx, c, p, []string{"s:{long}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := readKeys(ctx, goRedisOnly{c}, p, []string{"s:{long}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != 1 || len(raw[0].Members) != len(zs) || !slices.Equal(raw[0].Members, slow[0].Members) {
+		t.Errorf("raw %+v\ngo-redis %+v", raw, slow)
 	}
 }
