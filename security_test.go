@@ -318,7 +318,7 @@ var aclCommands = []struct {
 	{"zrange", []string{"streams"}},
 	{"pttl", []string{"streams"}},
 	{"zcount", []string{"streams"}}, // oversized sets only
-	{"get", []string{"legacy"}},
+	{"getrange", []string{"legacy"}},
 	{"info", nil}, // restart detection; see the INFO sub-test
 	// Change tracking (sampling.track_changes, on by default): two
 	// connections of its own, one subscribed to the invalidation channel

@@ -27,7 +27,7 @@ var (
 	descSweepErrors   = desc("slot_exporter_sweep_errors_total", "Failed sweeps of a family.", "family")
 	descOverruns      = desc("slot_exporter_sweep_overruns_total", "Sweeps of a family that did not finish inside sampling.interval.", "family")
 	descKeysScanned   = desc("slot_exporter_keys_scanned_total", "Keys read.", "family")
-	descKeysSkipped   = desc("slot_exporter_keys_skipped_total", "Keys matched but not used, by reason: wrong_type, bad_user, oversized, bad_value, no_permission.", "family", "reason")
+	descKeysSkipped   = desc("slot_exporter_keys_skipped_total", "Keys matched but not used, by reason: wrong_type, bad_user, oversized, bad_value, no_permission, value_too_large.", "family", "reason")
 	descClockSkew     = desc("slot_exporter_clock_skew_seconds", "Exporter clock minus Redis TIME.")
 	descReload        = desc("slot_exporter_config_last_reload_successful", "0 after a refused config reload, until a good one.")
 	descDropped       = desc("slot_exporter_user_series_dropped", "Per-user series left out by leaks.per_user_series in the last sweep.", "family")

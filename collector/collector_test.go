@@ -28,7 +28,7 @@ func v(m *snapshot.Metric, val float64, labels ...string) snapshot.Value {
 // skipped is keys skipped by reason, every reason listed, as a sweep
 // publishes them.
 func skipped(n ...uint64) []snapshot.Count {
-	names := []string{"wrong_type", "bad_user", "oversized", "bad_value", "no_permission"}
+	names := []string{"wrong_type", "bad_user", "oversized", "bad_value", "no_permission", "value_too_large"}
 	out := make([]snapshot.Count, len(names))
 	for i, name := range names {
 		out[i].Label = name

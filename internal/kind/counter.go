@@ -2,8 +2,6 @@ package kind
 
 import (
 	"context"
-	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -14,8 +12,10 @@ import (
 )
 
 // A counter is the legacy INCR/DECR cap: an integer string per user whose
-// value is the user's used. It reads GET (and PTTL when it holds keys to
-// replay them); a value below zero (a DECR without its INCR) feeds
+// value is the user's used. It reads a bounded GET (GETRANGE 0
+// redisread.MaxValueBytes; a longer value is skipped as value_too_large,
+// one Redis would not INCR as bad_value) and PTTL when it holds keys to
+// replay them; a value below zero (a DECR without its INCR) feeds
 // slot_counters_negative and counts as 0.
 func init() { register(config.KindCounter, newCounter) }
 
@@ -121,7 +121,9 @@ func (c *counter) Publish(f *snapshot.Family) {
 
 func (c *counter) UserExtra(string) []snapshot.Value { return nil }
 
-// counterReads reads a counter held for replay: GET and PTTL, pipelined.
+// counterReads reads a counter held for replay: a bounded GET
+// (redisread.BoundedGet) and PTTL, pipelined; values are judged as
+// redisread.IntReads judges them.
 // A PTTL the ACL refuses leaves the key unheld (pttlUnknown), read every
 // sweep, rather than failing the sweep of an ACL written for GET alone.
 type counterReads struct{}
@@ -131,7 +133,7 @@ func (counterReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 	gets := make([]*redis.StringCmd, len(keys))
 	ttls := make([]*redis.DurationCmd, len(keys))
 	for i, k := range keys {
-		gets[i] = pipe.Get(ctx, k)
+		gets[i] = redisread.BoundedGet(ctx, pipe, k)
 		ttls[i] = pipe.PTTL(ctx, k)
 	}
 	_, _ = pipe.Exec(ctx)
@@ -151,16 +153,13 @@ func (counterReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 			}
 			continue
 		}
-		if r.PTTL == -2 {
+		// GETRANGE answers "" for a missing key; PTTL tells, unless the
+		// ACL refused it (then "", no integer either way, is gone).
+		if r.PTTL == -2 || r.PTTL == pttlUnknown && v == "" {
 			r.Status = redisread.Gone
 			continue
 		}
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			r.SkipAs(redisread.SkipBadValue)
-			continue
-		}
-		r.Value = n
+		r.SetInt(v)
 	}
 	return nil
 }

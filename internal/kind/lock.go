@@ -26,7 +26,9 @@ import (
 // new one. Hold durations run from the first sweep that saw a token to the
 // last.
 //
-// It reads the token (the first redisread.MaxTokenBytes bytes) and PTTL;
+// It reads the token (GETRANGE 0 redisread.MaxValueBytes: a token longer
+// than MaxValueBytes is skipped as value_too_large, never read whole) and
+// PTTL;
 // the reader counts PTTL from the sweep's Redis TIME plus the exporter's
 // own clock since (redisread.Plan.Now): each lease's expiry is then exact
 // to the batch's round trip, not late by however long the sweep took to
@@ -218,7 +220,7 @@ func (l *lockReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 	gets := make([]*redis.StringCmd, len(keys))
 	ttls := make([]*redis.DurationCmd, len(keys))
 	for i, k := range keys {
-		gets[i] = pipe.GetRange(ctx, k, 0, redisread.MaxTokenBytes-1)
+		gets[i] = redisread.BoundedGet(ctx, pipe, k)
 		ttls[i] = pipe.PTTL(ctx, k)
 	}
 	_, _ = pipe.Exec(ctx)
@@ -243,7 +245,7 @@ func (l *lockReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 			r.Status = redisread.Gone
 			continue
 		}
-		r.Text = v
+		r.SetToken(v)
 	}
 	return nil
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // A rate limit is a fixed-window counter per caller: INCR on every hit,
-// PEXPIRE window on the first. It reads GET and PTTL; a value that is not
-// an integer is skipped as bad_value. used is the value (a negative one
+// PEXPIRE window on the first. It reads a bounded GET (GETRANGE 0
+// redisread.MaxValueBytes) and PTTL; a value longer than that is skipped
+// as value_too_large, one Redis would not INCR as bad_value. used is the value (a negative one
 // counts as 0); at the limit is "refused right now", and over it is
 // routine (refused hits still count), so it raises no anomaly and
 // slot_users_over_limit is not emitted.

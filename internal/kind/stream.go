@@ -16,20 +16,38 @@ import (
 
 // A stream is a work queue with consumer groups: XADD to produce,
 // XREADGROUP to take, XACK when done, XAUTOCLAIM to take over the work of
-// a consumer that died. It reads, in two pipelined rounds per batch of
-// keys (streamReads):
+// a consumer that died. It reads, in pipelined rounds per batch of keys
+// (streamReads):
 //
 //  1. XLEN and XINFO GROUPS: length, and per group its pending count and
 //     lag (Redis 7 and later; absent before, or when Redis cannot tell
 //     after an XDEL or XTRIM);
 //  2. for each group with entries pending (a drained group costs nothing
-//     more): XPENDING key group - + N, the N oldest pending entries with
-//     idle times and delivery counts; XINFO CONSUMERS; and, only when more
-//     than N are pending, XPENDING key group IDLE max_hold - + N for the
-//     stuck count. N is streamPendingScan (1000). The extended XPENDING is
-//     ordered by ID, so its first entry is the oldest pending one: the
-//     summary form would add nothing. XINFO CONSUMERS is not bounded; a
-//     group has as many consumers as workers.
+//     more): a page of XPENDING key group START + N (N is
+//     streamPendingPage, 2000), pending entries with idle times and
+//     delivery counts, and XINFO CONSUMERS (not bounded: a group has as
+//     many consumers as workers);
+//  3. further pages of the groups with more than N pending, pipelined over
+//     those groups, up to streamPendingPages (10) pages per group and
+//     sweep.
+//
+// The pages walk each group's pending entries list (PEL) in ID order, and
+// a walk a sweep leaves unfinished resumes at the next sweep where it
+// stopped (pelPasses): the stuck and redelivered counts are exact over
+// every pending entry, as of the last walk that ended, however many are
+// pending. A group with up to N pending entries is walked whole every
+// sweep; one with P > 10N takes ceil(P/10N) sweeps per walk, and its
+// figures are that much older. Until a group's first walk ends (the first
+// such sweeps after the exporter starts), its figures are what the walk
+// counted so far: a lower bound, never above the truth, and exact once
+// the walk ends, so that no alert stays silent for more than a walk.
+// Cost, measured with Redis 7.0 on a busy 2-core machine: XPENDING costs
+// Redis about 0.3 µs per entry returned (a whole PEL of 63k entries in one
+// call: 18 ms), so a page of 2000 blocks Redis about 0.6 ms, and a group
+// with 110k pending costs at most about 6 ms of Redis per sweep and is
+// exact again every 6 sweeps (TestStreamCountsPastOnePage). The oldest
+// pending entry is the first of a walk's first page or, mid-walk,
+// XPENDING key group - + 1.
 //
 // A key of another type is skipped as wrong_type. A stream with no groups
 // is skipped as bad_value: it is a log, not a queue, and nothing about it
@@ -41,14 +59,12 @@ import (
 //   - slot_stream_lag: the lag of the groups that report it; the gauge is
 //     absent when none does;
 //   - slot_stream_pending_stuck: pending entries idle for max_hold or more
-//     (a consumer died mid-job). Exact up to N pending entries per group;
-//     beyond, at most N per group are counted;
+//     (a consumer died mid-job), exact as of each group's last walk;
 //   - slot_stream_consumers_dead: consumers with entries pending and idle
 //     for max_hold or more (XINFO CONSUMERS idle);
 //   - slot_stream_redelivered: pending entries delivered more than
-//     max_deliveries times (poison jobs). Counted among the N oldest
-//     pending entries of each group, where poison entries stay: each claim
-//     redelivers them without moving them.
+//     max_deliveries times (poison jobs), exact as of each group's last
+//     walk.
 //
 // slot_stream_oldest_pending_seconds{user,group} is Redis time minus the
 // time in the ID of the group's oldest pending entry, never below 0, and
@@ -64,14 +80,19 @@ import (
 // shows it first. The limit is optional; over it is an anomaly.
 func init() { register(config.KindStream, newStream) }
 
-// streamPendingScan bounds the pending entries read per group and sweep.
-const streamPendingScan = 1000
+// A sweep reads at most streamPendingPages pages of streamPendingPage
+// pending entries per group; see stream.
+const (
+	streamPendingPage  = 2000
+	streamPendingPages = 10
+)
 
 type stream struct {
 	maxHold       int64 // ms
 	maxDeliveries int64
 	limit         int64
 	cur, last     streamGauges
+	passes        pelPasses
 }
 
 type streamGauges struct {
@@ -87,7 +108,7 @@ type groupAge struct {
 }
 
 func newStream(f *config.Family, _ *config.Sampling) Tracker {
-	t := &stream{}
+	t := &stream{passes: pelPasses{m: map[string]*pelPass{}}}
 	t.Reconfigure(f, nil)
 	return t
 }
@@ -102,7 +123,7 @@ func (t *stream) Limits() track.Limits {
 
 func (t *stream) Begin(*Sweep) redisread.Reads {
 	t.cur = streamGauges{oldest: map[uint64][]groupAge{}}
-	return &streamReads{maxHold: t.maxHold, maxDeliveries: t.maxDeliveries}
+	return &streamReads{maxHold: t.maxHold, maxDeliveries: t.maxDeliveries, passes: &t.passes}
 }
 
 func (t *stream) Apply(sw *Sweep, k Key) {
@@ -141,6 +162,7 @@ func (t *stream) Apply(sw *Sweep, k Key) {
 
 func (t *stream) End(*Sweep, bool, bool) Ended {
 	t.last = t.cur
+	t.passes.prune()
 	return Ended{}
 }
 

@@ -3,8 +3,10 @@ package kind
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,9 +14,10 @@ import (
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 )
 
-// What a stream family reads, in two pipelined rounds: XLEN and XINFO
-// GROUPS for every key, then, per group with entries pending, XPENDING and
-// XINFO CONSUMERS. stream.go says what the figures mean.
+// What a stream family reads, in pipelined rounds: XLEN and XINFO GROUPS
+// for every key, then, per group with entries pending, a page of XPENDING
+// and XINFO CONSUMERS, then further pages of the groups with more pending.
+// stream.go says what the figures mean.
 
 // streamInfo is what streamReads decoded of one stream (KeyRead.Extra).
 type streamInfo struct {
@@ -32,18 +35,80 @@ type groupInfo struct {
 	stuck, dead, redelivered int64
 }
 
-// streamReads reads streams in two pipelined rounds; see stream.
+// streamReads reads streams in pipelined rounds; see stream.
 type streamReads struct {
 	maxHold       int64 // ms
 	maxDeliveries int64
+	passes        *pelPasses
 }
 
-// groupReads are one group's second-round commands.
+// pelPasses are the walks over each group's pending entries list (PEL),
+// resumed from sweep to sweep: the stuck and redelivered counts are exact
+// over every pending entry, however many, while a sweep reads at most
+// streamPendingPages pages of streamPendingPage entries of a group.
+type pelPasses struct {
+	mu  sync.Mutex
+	m   map[string]*pelPass // by key and group
+	gen uint32
+}
+
+// pelPass is one group's walk.
+type pelPass struct {
+	// next is the first ID the walk has not read ("-": a new walk).
+	next string
+	// stuck and redelivered are counted so far in this walk.
+	stuck, redelivered int64
+	// done: a walk ended; its counts are exact as of it, and published
+	// while the next walk runs.
+	done                       bool
+	doneStuck, doneRedelivered int64
+	gen                        uint32
+}
+
+func passKey(key, group string) string { return key + "\x00" + group }
+
+// get returns the pass of key's group, marking it seen in this sweep.
+func (ps *pelPasses) get(key, group string) *pelPass {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	k := passKey(key, group)
+	p := ps.m[k]
+	if p == nil {
+		p = &pelPass{next: "-"}
+		ps.m[k] = p
+	}
+	p.gen = ps.gen
+	return p
+}
+
+// prune drops the passes of groups no sweep read since the last call
+// (gone, drained, or their stream gone).
+func (ps *pelPasses) prune() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for k, p := range ps.m {
+		if p.gen != ps.gen {
+			delete(ps.m, k)
+		}
+	}
+	ps.gen++
+}
+
+// groupReads are one group's commands after the first round.
 type groupReads struct {
 	key, group int // indexes into reads and streamInfo.groups
-	pending    *redis.XPendingExtCmd
-	idle       *redis.XPendingExtCmd // nil unless more than streamPendingScan are pending
-	consumers  *redis.XInfoConsumersCmd
+	pass       *pelPass
+	// page is the pending entries read from pass.next; pages counts
+	// the pages read in this sweep.
+	page   *redis.XPendingExtCmd
+	pages  int
+	oldest *redis.XPendingExtCmd // nil when the walk starts at "-"
+	// consumers answers XINFO CONSUMERS.
+	consumers *redis.XInfoConsumersCmd
+	// seen and fresh: consumers with entries read in this sweep, and
+	// those with one idle less than max_hold.
+	seen, fresh map[string]bool
+	err         error
 }
 
 func (s *streamReads) Read(ctx context.Context, c redis.Cmdable, keys []string, reads []redisread.KeyRead) error {
@@ -60,7 +125,7 @@ func (s *streamReads) Read(ctx context.Context, c redis.Cmdable, keys []string, 
 	}
 	_, _ = pipe.Exec(ctx)
 	infos := make([]*streamInfo, len(keys))
-	var second []groupReads
+	var second []*groupReads
 	pipe = c.Pipeline()
 	for i, k := range keys {
 		r := &reads[i]
@@ -96,13 +161,10 @@ func (s *streamReads) Read(ctx context.Context, c redis.Cmdable, keys []string, 
 			if gs[j].pending == 0 {
 				continue
 			}
-			g := groupReads{key: i, group: j}
-			g.pending = pipe.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: k, Group: gs[j].name, Start: "-", End: "+", Count: streamPendingScan})
-			if gs[j].pending > streamPendingScan {
-				g.idle = pipe.XPendingExt(ctx, &redis.XPendingExtArgs{
-					Stream: k, Group: gs[j].name, Idle: time.Duration(s.maxHold) * time.Millisecond,
-					Start: "-", End: "+", Count: streamPendingScan,
-				})
+			g := &groupReads{key: i, group: j, pass: s.passes.get(k, gs[j].name), seen: map[string]bool{}, fresh: map[string]bool{}}
+			g.page = pipe.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: k, Group: gs[j].name, Start: g.pass.next, End: "+", Count: streamPendingPage})
+			if g.pass.next != "-" {
+				g.oldest = pipe.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: k, Group: gs[j].name, Start: "-", End: "+", Count: 1})
 			}
 			g.consumers = pipe.XInfoConsumers(ctx, k, gs[j].name)
 			second = append(second, g)
@@ -111,12 +173,30 @@ func (s *streamReads) Read(ctx context.Context, c redis.Cmdable, keys []string, 
 	if len(second) > 0 {
 		_, _ = pipe.Exec(ctx)
 	}
+	// Further pages of the groups whose walk goes on, pipelined over the
+	// groups, until each walk ends or has read its pages for this sweep.
+	for more := second; len(more) > 0; {
+		pipe = c.Pipeline()
+		var next []*groupReads
+		for _, g := range more {
+			info := &infos[g.key].groups[g.group]
+			if !s.fold(info, g) {
+				continue
+			}
+			g.page = pipe.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: keys[g.key], Group: info.name, Start: g.pass.next, End: "+", Count: streamPendingPage})
+			next = append(next, g)
+		}
+		if len(next) > 0 {
+			_, _ = pipe.Exec(ctx)
+		}
+		more = next
+	}
 	for _, g := range second {
 		r := &reads[g.key]
 		if r.Status != redisread.OK {
 			continue // marked by an earlier group of the same key
 		}
-		if err := s.fold(&infos[g.key].groups[g.group], &g); err != nil {
+		if err := s.finish(&infos[g.key].groups[g.group], g); err != nil {
 			if err := r.Judge(err); err != nil {
 				return err
 			}
@@ -130,14 +210,52 @@ func (s *streamReads) Read(ctx context.Context, c redis.Cmdable, keys []string, 
 	return nil
 }
 
-// fold adds a group's second-round replies to g. A group or stream that
-// vanished between the two rounds keeps what the first round said of it.
-func (s *streamReads) fold(gi *groupInfo, g *groupReads) error {
-	pend, err := g.pending.Result()
-	if err == nil && g.idle != nil {
-		_, err = g.idle.Result()
+// fold counts one page of a group's walk, and reports whether the walk
+// reads another page in this sweep.
+func (s *streamReads) fold(gi *groupInfo, g *groupReads) bool {
+	pend, err := g.page.Result()
+	if err != nil {
+		g.err = err
+		return false
 	}
+	g.pages++
+	maxHold := time.Duration(s.maxHold) * time.Millisecond
+	p := g.pass
+	if p.next == "-" && len(pend) > 0 {
+		gi.oldest = idTime(pend[0].ID)
+	}
+	for _, e := range pend {
+		if e.RetryCount > s.maxDeliveries {
+			p.redelivered++
+		}
+		if e.Idle >= maxHold {
+			p.stuck++
+		} else {
+			g.fresh[e.Consumer] = true
+		}
+		g.seen[e.Consumer] = true
+	}
+	if len(pend) < streamPendingPage {
+		// The walk reached the end of the PEL: its counts are exact.
+		p.done, p.doneStuck, p.doneRedelivered = true, p.stuck, p.redelivered
+		p.next, p.stuck, p.redelivered = "-", 0, 0
+		return false
+	}
+	p.next = afterID(pend[len(pend)-1].ID)
+	return g.pages < streamPendingPages
+}
+
+// finish sets a group's figures once its pages are read. A group or
+// stream that vanished meanwhile keeps what the first round said of it.
+func (s *streamReads) finish(gi *groupInfo, g *groupReads) error {
+	err := g.err
 	var cons []redis.XInfoConsumer
+	if err == nil && g.oldest != nil {
+		var first []redis.XPendingExt
+		if first, err = g.oldest.Result(); err == nil && len(first) > 0 {
+			gi.oldest = idTime(first[0].ID)
+		}
+	}
 	if err == nil {
 		cons, err = g.consumers.Result()
 	}
@@ -147,43 +265,43 @@ func (s *streamReads) fold(gi *groupInfo, g *groupReads) error {
 		}
 		return err
 	}
+	if p := g.pass; p.done {
+		gi.stuck, gi.redelivered = p.doneStuck, p.doneRedelivered
+	} else {
+		// The first walk of a group has not ended: what it counted so
+		// far, a lower bound (see stream).
+		gi.stuck, gi.redelivered = p.stuck, p.redelivered
+	}
 	maxHold := time.Duration(s.maxHold) * time.Millisecond
-	if len(pend) > 0 {
-		gi.oldest = idTime(pend[0].ID)
-	}
-	for _, p := range pend {
-		if p.RetryCount > s.maxDeliveries {
-			gi.redelivered++
-		}
-		if g.idle == nil && p.Idle >= maxHold {
-			gi.stuck++
-		}
-	}
-	if g.idle != nil {
-		gi.stuck = int64(len(g.idle.Val()))
-	}
 	// A server that does not report a consumer's idle time (it answers
 	// -1, as some Redis-compatible servers do) leaves its pending entries
-	// as the witness: a consumer all of whose pending entries seen here are
-	// idle past max_hold is dead.
-	fresh := map[string]bool{}
-	seen := map[string]bool{}
-	for _, p := range pend {
-		seen[p.Consumer] = true
-		if p.Idle < maxHold {
-			fresh[p.Consumer] = true
-		}
-	}
+	// as the witness: a consumer all of whose pending entries read in
+	// this sweep are idle past max_hold is dead.
 	for _, c := range cons {
 		switch {
 		case c.Pending <= 0:
 		case c.Idle >= maxHold:
 			gi.dead++
-		case c.Idle < 0 && seen[c.Name] && !fresh[c.Name]:
+		case c.Idle < 0 && g.seen[c.Name] && !g.fresh[c.Name]:
 			gi.dead++
 		}
 	}
 	return nil
+}
+
+// afterID is the stream ID right after id ("ms-seq"): where the next
+// page of a walk starts (an exclusive "(" range needs Redis 6.2).
+func afterID(id string) string {
+	msPart, seqPart, _ := strings.Cut(id, "-")
+	ms, err1 := strconv.ParseUint(msPart, 10, 64)
+	seq, err2 := strconv.ParseUint(seqPart, 10, 64)
+	if err1 != nil || err2 != nil {
+		return "(" + id
+	}
+	if seq == math.MaxUint64 {
+		return strconv.FormatUint(ms+1, 10) + "-0"
+	}
+	return msPart + "-" + strconv.FormatUint(seq+1, 10)
 }
 
 // isNoSuchKey is XINFO's answer for a missing key.

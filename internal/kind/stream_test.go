@@ -48,7 +48,7 @@ func TestStreamReadsBothProtocols(t *testing.T) {
 		defer c.Close()
 		keys := []string{"s:a", "s:none", "s:list", "s:gone"}
 		reads := make([]redisread.KeyRead, len(keys))
-		if err := (&streamReads{maxHold: 60_000, maxDeliveries: 5}).Read(ctx, c, keys, reads); err != nil {
+		if err := (&streamReads{maxHold: 60_000, maxDeliveries: 5, passes: &pelPasses{m: map[string]*pelPass{}}}).Read(ctx, c, keys, reads); err != nil {
 			t.Fatalf("RESP%d: %v", proto, err)
 		}
 		if r := reads[1]; r.Status != redisread.Skipped || r.Skip != redisread.SkipBadValue {

@@ -41,10 +41,13 @@ const (
 	// SkipNoPermission: the ACL lets the exporter list the key but not
 	// read it (a pattern narrower than the family's match).
 	SkipNoPermission
+	// SkipValueTooLarge: a string kind's value is longer than
+	// MaxValueBytes; only its first bytes were read.
+	SkipValueTooLarge
 	NumSkipReasons
 )
 
-var skipNames = [NumSkipReasons]string{"wrong_type", "bad_user", "oversized", "bad_value", "no_permission"}
+var skipNames = [NumSkipReasons]string{"wrong_type", "bad_user", "oversized", "bad_value", "no_permission", "value_too_large"}
 
 func (r SkipReason) String() string {
 	if r < NumSkipReasons {

@@ -315,15 +315,55 @@ func (c *respConn) bulkBody(n int) ([]byte, error) {
 		_, _ = c.rd.Discard(n + 2)
 		return b[:n], nil
 	}
-	if cap(c.scratch) < n+2 {
+	b := c.scratch
+	switch {
+	case n+2 > maxScratch:
+		// Kept by nobody once read: one huge bulk must not stay
+		// allocated for the connection's life.
+		b = make([]byte, n+2)
+	case cap(b) < n+2:
 		c.scratch = make([]byte, n+2)
+		b = c.scratch
 	}
-	b := c.scratch[:n+2]
+	b = b[:n+2]
 	if _, err := io.ReadFull(c.rd, b); err != nil {
 		c.broken = true
 		return nil, err
 	}
 	return b[:n], nil
+}
+
+// maxScratch bounds the buffer a connection keeps for bulks longer than
+// its reader's buffer.
+const maxScratch = 1 << 20
+
+// bulkTo reads one bulk string into w a reader's buffer at a time, never
+// holding it whole: a slot-set member is only hashed, and one of 64 MB
+// costs no more memory than one of 64 bytes.
+func (c *respConn) bulkTo(w io.Writer) error {
+	line, err := c.line()
+	if err != nil {
+		return err
+	}
+	if line[0] != '$' {
+		return fmt.Errorf("%w: want a bulk string, got %q", errProtocol, line)
+	}
+	n, ok := parseInt(line[1:])
+	if !ok || n < 0 {
+		return fmt.Errorf("%w: bulk length %q", errProtocol, line)
+	}
+	for left := int(n) + 2; left > 0; {
+		b, err := c.rd.Peek(min(left, c.rd.Size()))
+		if err != nil {
+			c.broken = true
+			return err
+		}
+		// The last 2 of the left bytes are the CRLF.
+		_, _ = w.Write(b[:max(0, min(len(b), left-2))])
+		_, _ = c.rd.Discard(len(b))
+		left -= len(b)
+	}
+	return nil
 }
 
 // parseInt reads a RESP integer (the text after the type byte).

@@ -110,12 +110,10 @@ func (c *respConn) readZRange(prefix *xxhash.Digest, slab *[]Member) (n int, err
 		return 0, nil, fmt.Errorf("%w to ZRANGE: %q", errProtocol, line)
 	}
 	for j := int64(0); j < cnt; j += 2 {
-		m, err := c.bulkReply()
-		if err != nil {
+		d := *prefix
+		if err := c.bulkTo(&d); err != nil {
 			return 0, nil, err
 		}
-		d := *prefix
-		_, _ = d.Write(m)
 		h := d.Sum64()
 		s, err := c.bulkReply()
 		if err != nil {

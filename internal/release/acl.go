@@ -1,7 +1,11 @@
 package release
 
 import (
+	"errors"
+	"fmt"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
 )
@@ -23,8 +27,8 @@ var ACLCommands = []ACLCommand{
 	{"time", nil, "the preview classifies members at Redis time"},
 	{"scan", nil, "finds the user's key when it is not at the name the match pattern gives (a user regexp of its own)"},
 	{"zrange", []config.Kind{config.KindSlotSet}, "the preview reads the members"},
-	{"get", []config.Kind{config.KindLock, config.KindCounter, config.KindRateLimit}, "the preview reads the token or value; the scripts compare it"},
-	{"pttl", []config.Kind{config.KindSlotSet, config.KindLock, config.KindRateLimit}, "the preview reads the lease or TTL"},
+	{"getrange", []config.Kind{config.KindLock, config.KindCounter, config.KindRateLimit}, "the preview reads the token or value, and the scripts compare it, at most 513 bytes of it"},
+	{"pttl", nil, "the preview reads the lease or TTL; the scripts tell an empty value from a missing key"},
 	{"evalsha", nil, "runs the release scripts"},
 	{"eval", nil, "loads a release script the server does not have cached (go-redis falls back to EVAL on NOSCRIPT)"},
 	{"zscore", []config.Kind{config.KindSlotSet}, "the members script re-reads each score"},
@@ -45,4 +49,48 @@ func ACLRule(keyPatterns ...string) string {
 		rules = append(rules, "~"+p)
 	}
 	return strings.Join(rules, " ")
+}
+
+// refusedCommand finds the command in Redis's refusal of one ("NOPERM
+// this user has no permissions to run the 'pttl' command", and the same
+// from the release scripts' own check); "" when err is no refusal, and
+// "?" for the one Redis sends from inside a script without naming the
+// command (before Redis 7, whose scripts cannot check first).
+func refusedCommand(err error) string {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return ""
+	}
+	msg := re.Error()
+	if strings.Contains(msg, "user executing the script can't run this command") {
+		return "?"
+	}
+	if !strings.HasPrefix(strings.TrimPrefix(msg, "ERR "), "NOPERM") {
+		return ""
+	}
+	_, rest, ok := strings.Cut(msg, "to run the '")
+	if !ok {
+		return ""
+	}
+	cmd, _, ok := strings.Cut(rest, "'")
+	if !ok {
+		return ""
+	}
+	return cmd
+}
+
+// aclHint turns Redis's refusal of a command the release needs into an
+// error naming the command, the user, and the documented ACL line (README,
+// "The release user's ACL"); any other error is returned as it is.
+func aclHint(err error, user string) error {
+	cmd := refusedCommand(err)
+	if cmd == "" {
+		return err
+	}
+	what := "+" + cmd
+	if cmd == "?" {
+		what = "one of the commands its scripts run"
+	}
+	return fmt.Errorf("the release user %q may not run %s (%w); its ACL must be exactly the documented line (README, \"The release user's ACL\"): ACL SETUSER %s on >PASSWORD %s",
+		user, strings.TrimPrefix(what, "+"), err, user, ACLRule("<each family's match>"))
 }

@@ -1,11 +1,14 @@
 package release
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Record is one line of the audit file: one preview or one release
@@ -102,4 +105,78 @@ func (a *Audit) Append(r *Record) error {
 		}
 	}
 	return nil
+}
+
+// Ids in the audit (users, keys, members, tokens, values) are bytes, and
+// json.Marshal would write every byte that is not UTF-8 as U+FFFD: two
+// different ids would read the same, and the key a release changed could
+// not be named afterwards. An id that is not valid UTF-8 is written
+// escaped instead (each invalid byte as \xNN, a backslash doubled, so
+// that distinct ids stay distinct and readable), with its exact bytes in
+// base64 beside it: "user_b64", "keys_b64" (one entry per key, "" for a
+// key that is valid UTF-8), "key_b64", "member_b64", "value_b64",
+// "new_value_b64", "now_b64".
+
+// faithful returns s as written in the audit, and its base64 when s is
+// not valid UTF-8 ("" otherwise).
+func faithful(s string) (string, string) {
+	if utf8.ValidString(s) {
+		return s, ""
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\\':
+			b.WriteString(`\\`)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String(), base64.StdEncoding.EncodeToString([]byte(s))
+}
+
+// MarshalJSON writes the record with its ids faithful (see faithful).
+func (r Record) MarshalJSON() ([]byte, error) {
+	type plain Record
+	out := struct {
+		plain
+		UserB64 string   `json:"user_b64,omitempty"`
+		KeysB64 []string `json:"keys_b64,omitempty"`
+	}{plain: plain(r)}
+	out.User, out.UserB64 = faithful(r.User)
+	out.Keys = make([]string, len(r.Keys))
+	for i, k := range r.Keys {
+		var b string
+		out.Keys[i], b = faithful(k)
+		if b != "" && out.KeysB64 == nil {
+			out.KeysB64 = make([]string, len(r.Keys))
+		}
+		if b != "" {
+			out.KeysB64[i] = b
+		}
+	}
+	return json.Marshal(out)
+}
+
+// MarshalJSON writes the item with its ids faithful (see faithful).
+func (it Item) MarshalJSON() ([]byte, error) {
+	type plain Item
+	out := struct {
+		plain
+		KeyB64      string `json:"key_b64,omitempty"`
+		MemberB64   string `json:"member_b64,omitempty"`
+		ValueB64    string `json:"value_b64,omitempty"`
+		NewValueB64 string `json:"new_value_b64,omitempty"`
+		NowB64      string `json:"now_b64,omitempty"`
+	}{plain: plain(it)}
+	out.Key, out.KeyB64 = faithful(it.Key)
+	out.Member, out.MemberB64 = faithful(it.Member)
+	out.Value, out.ValueB64 = faithful(it.Value)
+	out.NewValue, out.NewValueB64 = faithful(it.NewValue)
+	out.Now, out.NowB64 = faithful(it.Now)
+	return json.Marshal(out)
 }

@@ -97,12 +97,19 @@ func RunCLI(ctx context.Context, a CLIArgs, stdout, stderr io.Writer, logger *sl
 		}
 		fmt.Fprintln(stdout, line)
 	}
-	fmt.Fprintf(stdout, "%s: %d removed or set, %d kept (changed since the preview), %d already gone; audited in %s\n",
-		out.Result, out.Removed, out.Kept, out.Gone, rel.AuditFile())
+	audited := "audited in " + rel.AuditFile()
+	if errors.Is(err, ErrUnaudited) {
+		audited = "NOT audited: the outcome record could not be written; the intent record in " + rel.AuditFile() + " and the log say what was attempted"
+	}
+	fmt.Fprintf(stdout, "%s: %d removed or set, %d kept (changed since the preview), %d already gone; %s\n",
+		out.Result, out.Removed, out.Kept, out.Gone, audited)
 	if err != nil {
 		verb := "failed"
-		if errors.Is(err, ErrRefused) {
+		switch {
+		case errors.Is(err, ErrRefused):
 			verb = "refused"
+		case out.Result == ResultReleased:
+			verb = "released, but"
 		}
 		fmt.Fprintf(stderr, "%s: %s: %v\n", cmdName, verb, err)
 		return 1

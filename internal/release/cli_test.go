@@ -50,13 +50,13 @@ func TestCLI(t *testing.T) {
 		t.Errorf("left in Redis: %v", left)
 	}
 	recs := f.records(t)
-	if len(recs) != 3 {
-		t.Fatalf("%d audit lines, want 3: the dry run's preview, then the release's preview and release", len(recs))
+	if len(recs) != 4 {
+		t.Fatalf("%d audit lines, want 4: the dry run's preview, then the release's preview, intent and outcome", len(recs))
 	}
 	if r := recs[0]; r.Source != "cli" || r.Operator != "ops-bob" || r.Action != ActionPreview || r.Result != ResultPreviewed {
 		t.Errorf("dry run line %+v", r)
 	}
-	if r := recs[2]; r.Source != "cli" || r.Operator != "night-oncall" || r.Action != ActionRelease || r.Result != ResultReleased || r.Reason != "runbook step 4" {
+	if r := recs[3]; r.Source != "cli" || r.Operator != "night-oncall" || r.Action != ActionRelease || r.Result != ResultReleased || r.Reason != "runbook step 4" {
 		t.Errorf("release line %+v", r)
 	}
 

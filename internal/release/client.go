@@ -79,3 +79,13 @@ func (r *Releaser) current() (*config.Config, *redisread.Topology, error) {
 	}
 	return r.cfg, r.topo, nil
 }
+
+// username is the release user's name, for messages.
+func (r *Releaser) username() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cfg == nil || r.cfg.Release == nil {
+		return ""
+	}
+	return r.cfg.Release.Username
+}

@@ -2,7 +2,10 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
 )
@@ -29,9 +32,22 @@ type Outcome struct {
 	Removed, Kept, Gone int
 }
 
+// ErrUnaudited wraps the failure to write a release's outcome record
+// after its scripts ran: what they did is in the Outcome (and on the
+// page, and on the CLI's output); the intent record written before them
+// and the exporter's log say what was attempted.
+var ErrUnaudited = errors.New("the outcome could not be written to the audit file")
+
 // Execute carries out a plan. Every check that matters is made again in
 // Redis, atomically per key: see the package comment. It is audited
 // whatever happens; the error says why it was refused or failed.
+//
+// Two records: before any script runs, an intent record (result
+// "started", the items as planned), synced to disk; a release whose
+// intent record cannot be written is not made. Then the outcome record.
+// When only the outcome record cannot be written, the release stands
+// (its scripts ran): Outcome.Result says what they did, and the error
+// wraps ErrUnaudited.
 func (r *Releaser) Execute(ctx context.Context, p *Plan, c Confirm) (*Outcome, error) {
 	o := &Outcome{Plan: p}
 	rec := &Record{Action: ActionRelease, Source: p.Source, Operator: c.Operator, RemoteAddr: c.RemoteAddr,
@@ -39,7 +55,26 @@ func (r *Releaser) Execute(ctx context.Context, p *Plan, c Confirm) (*Outcome, e
 	for _, k := range p.Keys {
 		rec.Keys = append(rec.Keys, k.Key)
 	}
-	err := r.execute(ctx, p, c, o)
+	rc, err := r.check(p, c)
+	if err == nil && c.DryRun {
+		for _, k := range p.Keys {
+			o.Items = append(o.Items, previewItemsWith(p, &k, c.NewValue)...)
+		}
+	}
+	ran := false
+	if err == nil && !c.DryRun {
+		intent := *rec
+		intent.Result = ResultStarted
+		for _, k := range p.Keys {
+			intent.Items = append(intent.Items, previewItemsWith(p, &k, c.NewValue)...)
+		}
+		if aerr := r.record(&intent); aerr != nil {
+			err = fmt.Errorf("not made, nothing was written to Redis: the audit file cannot take its intent record: %w", aerr)
+		} else {
+			ran = true
+			err = aclHint(r.execute(ctx, rc, p, c, o), r.username())
+		}
+	}
 	rec.Items = o.Items
 	switch {
 	case err != nil:
@@ -50,46 +85,48 @@ func (r *Releaser) Execute(ctx context.Context, p *Plan, c Confirm) (*Outcome, e
 		rec.Result = ResultReleased
 	}
 	o.Result = rec.Result
+	if r.beforeOutcome != nil {
+		r.beforeOutcome()
+	}
 	if aerr := r.record(rec); aerr != nil {
-		o.Result = ResultFailed
-		if err == nil {
-			err = aerr
+		if !ran {
+			// Nothing was done: the failure to audit is the answer.
+			o.Result = ResultFailed
+			if err == nil {
+				err = aerr
+			}
+			return o, err
 		}
+		return o, errors.Join(err, fmt.Errorf("%w (%v): the intent record before it and the log say what was attempted", ErrUnaudited, aerr))
 	}
 	return o, err
 }
 
-func (r *Releaser) execute(ctx context.Context, p *Plan, c Confirm, o *Outcome) error {
+// check is what must hold before anything is written; it returns the
+// client to release through.
+func (r *Releaser) check(p *Plan, c Confirm) (redis.Cmdable, error) {
 	switch {
 	case c.Operator == "":
-		return refused("no operator: releases are made by a named person")
+		return nil, refused("no operator: releases are made by a named person")
 	case c.Operator != p.Operator:
-		return refused("the preview was made by %q, not %q", p.Operator, c.Operator)
+		return nil, refused("the preview was made by %q, not %q", p.Operator, c.Operator)
 	case c.Reason == "":
-		return refused("a reason is required")
+		return nil, refused("a reason is required")
 	case p.Refusal != "":
-		return refused("%s", p.Refusal)
+		return nil, refused("%s", p.Refusal)
 	}
 	cfg, topo, err := r.current()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	f := family(cfg, p.Family)
 	if f == nil || f.Kind != p.Kind || f.Match != p.match {
-		return refused("the config changed since the preview; preview again")
+		return nil, refused("the config changed since the preview; preview again")
 	}
-	if c.DryRun {
-		for _, k := range p.Keys {
-			o.Items = append(o.Items, previewItemsWith(p, &k, c.NewValue)...)
-		}
-		return nil
-	}
-	// The audit file must take the record before anything is written:
-	// a release that cannot be audited is not made.
-	if _, err := OpenAudit(r.audit.Path()); err != nil {
-		return err
-	}
-	rc := topo.Router()
+	return topo.Router(), nil
+}
+
+func (r *Releaser) execute(ctx context.Context, rc redis.Cmdable, p *Plan, c Confirm, o *Outcome) error {
 	for _, k := range p.Keys {
 		var err error
 		switch p.Kind {

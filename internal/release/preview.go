@@ -117,7 +117,7 @@ func (r *Releaser) preview(ctx context.Context, p *Plan) error {
 	}
 	h, err := Read(ctx, topo, f, p.User, r.readOptions())
 	if err != nil {
-		return err
+		return aclHint(err, r.username())
 	}
 	p.Holdings, p.Now = h, h.Now
 	var problems []string

@@ -3,8 +3,8 @@ package release
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -64,18 +64,21 @@ func firstSeen(o ReadOptions, f *config.Family, key, member string, now int64) (
 
 func readLock(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyHolding, now int64, o ReadOptions) (bool, error) {
 	pipe := c.Pipeline()
-	get := pipe.Get(ctx, k.Key)
+	get := redisread.BoundedGet(ctx, pipe, k.Key)
 	pt := pipe.PTTL(ctx, k.Key)
 	_, _ = pipe.Exec(ctx)
 	v, err := get.Result()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
 	if err != nil {
 		return false, err
 	}
 	if err := k.setPTTL(pt); err != nil {
 		return false, err
+	}
+	if k.PTTL == -2 {
+		return false, nil
+	}
+	if tooLarge(k, v) {
+		return true, nil
 	}
 	k.Value = v
 	rules := kind.Rules(f)
@@ -89,29 +92,44 @@ func readLock(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyHold
 
 func readValue(ctx context.Context, c redis.Cmdable, k *KeyHolding, withTTL bool) (bool, error) {
 	pipe := c.Pipeline()
-	get := pipe.Get(ctx, k.Key)
+	get := redisread.BoundedGet(ctx, pipe, k.Key)
 	var pt *redis.DurationCmd
 	if withTTL {
 		pt = pipe.PTTL(ctx, k.Key)
 	}
 	_, _ = pipe.Exec(ctx)
 	v, err := get.Result()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
 	if err != nil {
 		return false, err
 	}
-	k.Value = v
-	k.Int, err = strconv.ParseInt(v, 10, 64)
-	k.IsInt = err == nil
 	k.PTTL = -1
 	if pt != nil {
 		if err := k.setPTTL(pt); err != nil {
 			return false, err
 		}
 	}
+	// GETRANGE answers "" for a missing key: PTTL tells; without it (a
+	// counter), "" holds nothing to release either way.
+	if k.PTTL == -2 || pt == nil && v == "" {
+		return false, nil
+	}
+	if tooLarge(k, v) {
+		return true, nil
+	}
+	k.Value = v
+	k.Int, k.IsInt = redisread.ParseInt(v)
 	return true, nil
+}
+
+// tooLarge marks k when v, a BoundedGet reply, is longer than
+// redisread.MaxValueBytes: such a value is never read whole, shown or
+// released (the exporter skips it as value_too_large).
+func tooLarge(k *KeyHolding, v string) bool {
+	if !redisread.TooLarge(v) {
+		return false
+	}
+	k.Problem = fmt.Sprintf("holds a value longer than %d bytes: not read whole, not shown and not released (the exporter skips it as value_too_large)", redisread.MaxValueBytes)
+	return true
 }
 
 // setPTTL takes the key's PTTL from the pipeline that read it.

@@ -53,7 +53,11 @@ func (r *Releaser) record(rec *Record) error {
 	if err != nil {
 		result = ResultFailed
 	}
-	r.count(result)
+	if rec.Result != ResultStarted {
+		// An intent record is not an attempt's result: its outcome
+		// record, or the failure to write it, counts.
+		r.count(result)
+	}
 	level := slog.LevelInfo
 	if result == ResultRefused || result == ResultFailed {
 		level = slog.LevelWarn

@@ -35,6 +35,11 @@ const (
 	ResultFailed    = "failed"
 )
 
+// ResultStarted is the result of a release's intent record, written and
+// synced before any script runs; the outcome record follows it. It is not
+// counted in slot_exporter_releases_total.
+const ResultStarted = "started"
+
 var results = []string{ResultPreviewed, ResultReleased, ResultRefused, ResultFailed}
 
 // Actions recorded in the audit file.
@@ -88,6 +93,9 @@ type Releaser struct {
 	client redis.UniversalClient
 	topo   *redisread.Topology
 	now    func() time.Time
+	// beforeOutcome, for tests, runs just before a release's outcome
+	// record is written.
+	beforeOutcome func()
 }
 
 // New returns a releaser that audits to auditFile. It writes nothing to

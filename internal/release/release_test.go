@@ -72,10 +72,13 @@ func TestSlotSetRelease(t *testing.T) {
 	}
 
 	recs := f.records(t)
-	if len(recs) != 2 {
-		t.Fatalf("%d audit lines, want 2 (preview, release)", len(recs))
+	if len(recs) != 3 {
+		t.Fatalf("%d audit lines, want 3 (preview, the release's intent, its outcome)", len(recs))
 	}
-	pr, rr := recs[0], recs[1]
+	pr, rr := recs[0], recs[2]
+	if ir := recs[1]; ir.Action != ActionRelease || ir.Result != ResultStarted || len(ir.Items) != 4 || ir.Items[0].Outcome != WouldRemove {
+		t.Errorf("intent line %+v", ir)
+	}
 	if pr.Action != ActionPreview || pr.Result != ResultPreviewed || pr.Operator != "ops-alice" || len(pr.Items) != 4 {
 		t.Errorf("preview line %+v", pr)
 	}

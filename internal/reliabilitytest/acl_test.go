@@ -26,7 +26,7 @@ func TestACLNarrowerThanTheFamily(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	must(t, admin.Do(ctx, "ACL", "SETUSER", "exporter", "on", ">s3cret", "%R~t:streams:{a*", "%R~t:legacy:{a*",
-		"resetchannels", "-@all", "+scan", "+time", "+zrange", "+pttl", "+zcount", "+get", "+info").Err())
+		"resetchannels", "-@all", "+scan", "+time", "+zrange", "+pttl", "+zcount", "+getrange", "+info").Err())
 	pw := filepath.Join(t.TempDir(), "password")
 	must(t, os.WriteFile(pw, []byte("s3cret\n"), 0o600))
 	for _, u := range []string{"a0", "a1", "a2", "a3", "a4", "b0", "b1", "b2", "b3", "b4"} {

@@ -469,7 +469,7 @@ func TestChangesWithoutPTTL(t *testing.T) {
 	admin := srv.Client()
 	ctx := context.Background()
 	if err := admin.Do(ctx, "ACL", "SETUSER", "exporter", "on", ">pw", "%R~*", "resetchannels", "&__redis__:invalidate", "-@all",
-		"+scan", "+time", "+info", "+get", "+llen", "+lindex", "+client|id", "+client|tracking", "+subscribe", "+ping").Err(); err != nil {
+		"+scan", "+time", "+info", "+getrange", "+llen", "+lindex", "+client|id", "+client|tracking", "+subscribe", "+ping").Err(); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {

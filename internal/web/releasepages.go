@@ -201,7 +201,12 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
 	}
 	status := http.StatusOK
 	page.Summary = fmt.Sprintf("%d removed or set, %d kept because they changed since the preview, %d already gone.", out.Removed, out.Kept, out.Gone)
-	if err != nil {
+	switch {
+	case err != nil && out.Result == release.ResultReleased:
+		// The scripts ran; only the outcome record is missing.
+		status = http.StatusInternalServerError
+		page.Summary = "Released, but not fully audited: " + err.Error() + ". " + page.Summary
+	case err != nil:
 		status = http.StatusBadGateway
 		page.Summary = "The release failed: " + err.Error() + ". " + page.Summary
 	}

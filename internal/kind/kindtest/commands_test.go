@@ -37,7 +37,7 @@ func TestCommandsPerKind(t *testing.T) {
 	}{
 		{rateFamily, func(rc *redis.Client) {
 			rc.Set(ctx, "t:rl:a", 3, time.Minute)
-		}, []string{"get", "pttl"}},
+		}, []string{"getrange", "pttl"}},
 		{lockFamily, func(rc *redis.Client) {
 			rc.Set(ctx, "t:lock:a", "tok", time.Minute)
 		}, []string{"getrange", "pttl", "time"}},

@@ -5,6 +5,16 @@
 --
 -- Returns, per pair, 1 removed, 0 kept (score moved; the current score
 -- follows), -1 gone already; as a flat list {code, score, code, score...}.
+-- Redis refuses a command a script may not run with an error that names
+-- neither the command nor the user; redis.acl_check_cmd (Redis 7+) lets
+-- the script name it before it writes anything.
+if redis.acl_check_cmd then
+  for _, c in ipairs({{'ZSCORE', KEYS[1], 'm'}, {'ZREM', KEYS[1], 'm'}}) do
+    if not redis.acl_check_cmd(unpack(c)) then
+      return redis.error_reply("NOPERM this user has no permissions to run the '" .. string.lower(c[1]) .. "' command (in the release script)")
+    end
+  end
+end
 local out = {}
 for i = 1, #ARGV, 2 do
   local member, was = ARGV[i], ARGV[i + 1]
