@@ -57,7 +57,7 @@ func startExporterAt(t *testing.T, scheme string, healthy func(base string) bool
 		cancel()
 		select {
 		case <-p.done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(2 * time.Minute):
 			t.Error("exporter did not stop")
 		}
 		if t.Failed() {

@@ -120,7 +120,7 @@ func TestMetricsInFlightCap(t *testing.T) {
 		var wg sync.WaitGroup
 		tr := &http.Transport{MaxIdleConnsPerHost: n}
 		defer tr.CloseIdleConnections()
-		c := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+		c := &http.Client{Transport: tr, Timeout: 5 * time.Minute}
 		for range n {
 			wg.Add(1)
 			go func() {

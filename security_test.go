@@ -544,7 +544,7 @@ func TestWebConfigHTTPSAndBasicAuth(t *testing.T) {
 	exportertest.WriteFile(t, webCfg, fmt.Sprintf("tls_server_config:\n  cert_file: %q\n  key_file: %q\nbasic_auth_users:\n  %s: %q\n",
 		certs.CertFile, certs.KeyFile, webUser, webHash))
 	client := &http.Client{
-		Timeout:   5 * time.Second,
+		Timeout:   2 * time.Minute,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certs.Pool, MinVersion: tls.VersionTLS12}},
 	}
 	t.Cleanup(client.CloseIdleConnections)
@@ -574,7 +574,7 @@ func TestWebConfigHTTPSAndBasicAuth(t *testing.T) {
 	}
 
 	// Plain HTTP to the HTTPS port is a 400, not a page.
-	plain := &http.Client{Timeout: 5 * time.Second}
+	plain := &http.Client{Timeout: 2 * time.Minute}
 	code, _, err := secDo(plain, http.MethodGet, "http"+strings.TrimPrefix(p.base, "https")+"/metrics", webUser, webPassword)
 	if err != nil || code != http.StatusBadRequest {
 		t.Errorf("plain HTTP: %d, %v; want 400", code, err)
@@ -583,7 +583,7 @@ func TestWebConfigHTTPSAndBasicAuth(t *testing.T) {
 		return strings.Contains(p.logs.String(), "client sent an HTTP request to an HTTPS server")
 	})
 	// A client that does not trust the CA does not get through.
-	untrusting := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12}}}
+	untrusting := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12}}}
 	if _, _, err := secDo(untrusting, http.MethodGet, p.base+"/metrics", webUser, webPassword); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("client without the CA: err = %v, want a certificate error", err)
 	}

@@ -70,7 +70,7 @@ func (p *proc) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(2 * time.Minute):
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
@@ -191,7 +191,7 @@ func (e *env) waitHTTP200(d time.Duration, what, url string) {
 	})
 }
 
-var httpClient = &http.Client{Timeout: 10 * time.Second}
+var httpClient = &http.Client{Timeout: 2 * time.Minute}
 
 func httpGet(url string) (int, string, error) {
 	resp, err := httpClient.Get(url)

@@ -46,7 +46,7 @@ func TestIncidentScenario(t *testing.T) {
 	var code int
 	select {
 	case code = <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("slotsim did not end after --duration")
 	}
 	if code != 0 {
@@ -94,7 +94,7 @@ func TestSignalStops(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("slotsim did not stop on SIGTERM")
 	}
 	var tr simulator.Truth

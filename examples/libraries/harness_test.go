@@ -223,7 +223,7 @@ func startExporter(t *testing.T, example, redisAddr string, ov overrides) *expor
 			t.Logf("slot_exporter (%s) log:\n%s", e.example, tail(e.log))
 		}
 	})
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		select {
 		case <-e.done:

@@ -172,9 +172,18 @@ func Must(t testing.TB, err error) {
 	}
 }
 
-// WaitFor polls cond until it holds, failing the test after d.
+// HangAfter is the least time WaitFor waits. Its deadline only ends a
+// hung test: a busy two-core machine (the CI's, a laptop doing other work)
+// once took 35 s for what takes 2 s on a quiet one, and a wait that cond
+// ends returns as soon as it holds, so a long deadline costs a passing
+// test nothing.
+const HangAfter = 3 * time.Minute
+
+// WaitFor polls cond until it holds, failing the test after d or
+// HangAfter, whichever is longer.
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	d = max(d, HangAfter)
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
