@@ -545,7 +545,7 @@ func TestClusterReshardDuringSweeps(t *testing.T) {
 					return nil
 				}
 				if time.Now().After(deadline) {
-					return fmt.Errorf("no sweep for 20s")
+					return fmt.Errorf("no sweep for 3 minutes")
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
