@@ -1,0 +1,18 @@
+"""The jobs the framework tests run under a real RQ worker.
+
+A gate job says it started and then blocks on its gate, so that a test can
+kill its worker mid-job, or open the gate and watch it finish, waiting on
+Redis rather than on the clock.
+"""
+import os
+
+import redis
+from rq import get_current_job
+
+
+def gate(name):
+    r = redis.Redis.from_url(os.environ["REDIS_URL"])
+    job = get_current_job()
+    r.rpush("fwtest:started", job.id)
+    r.blpop(["fwtest:gate:" + name], 0)
+    r.rpush("fwtest:done", job.id)
