@@ -13,6 +13,10 @@ from rq import get_current_job
 def gate(name):
     r = redis.Redis.from_url(os.environ["REDIS_URL"])
     job = get_current_job()
+    # The work horse runs in a session of its own (Worker.fork_work_horse
+    # calls setsid): a test that kills the worker as a container runtime
+    # would, every process at once, needs its pid too.
+    r.hset("fwtest:pids", job.id, os.getpid())
     r.rpush("fwtest:started", job.id)
     r.blpop(["fwtest:gate:" + name], 0)
     r.rpush("fwtest:done", job.id)
