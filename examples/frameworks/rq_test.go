@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
@@ -185,4 +186,50 @@ func TestRQKilledMidJob(t *testing.T) {
 	}
 	openGate(t, r.rc, "g", 2)
 	awaitDone(t, r.rc, 2)
+}
+
+// TestRQHealthy: a worker works two jobs, one at a time, and finishes
+// them.
+func TestRQHealthy(t *testing.T) {
+	t.Parallel()
+	r := newRQRig(t)
+	ctx := context.Background()
+	ids := r.enqueue("default", "g", 2)
+	r.worker("rq-1", "default")
+	awaitStarted(t, r.rc, 1)
+	if got, err := r.rc.ZRange(ctx, "rq:wip:default", 0, -1).Result(); err != nil || !slices.Equal(got, ids[:1]) {
+		t.Fatalf("started registry %v, %v; want %v", got, err, ids[:1])
+	}
+	if s := r.stats("default"); s.Queues["default"].Count != 1 || !slices.Equal(s.WorkerKeys, []string{"rq:worker:rq-1"}) {
+		t.Fatalf("while working, RQ reports %+v", s)
+	}
+	openGate(t, r.rc, "g", 2)
+	awaitDone(t, r.rc, 2)
+	awaitRedis(t, "the started registry empty", func(ctx context.Context) (bool, error) {
+		n, err := r.rc.ZCard(ctx, "rq:wip:default").Result()
+		return n == 0, err
+	})
+	if s := r.stats("default"); s.Queues["default"].Count != 0 || s.Queues["default"].Failed != 0 {
+		t.Fatalf("after the jobs, RQ reports %+v", s)
+	}
+}
+
+// TestRQNoWorker: jobs wait in their queue and scheduled jobs fall due
+// with no scheduler to move them.
+func TestRQNoWorker(t *testing.T) {
+	t.Parallel()
+	r := newRQRig(t)
+	ctx := context.Background()
+	r.enqueue("mail", "g", 2)
+	now := float64(exportertest.RedisTime(t, r.rc)) / 1000
+	var ids []string
+	r.client(&ids, "schedule", "mail", "g", fmt.Sprint(now-600), "2")
+	due, err := r.rc.ZRangeByScore(ctx, "rq:scheduled:mail", &redis.ZRangeBy{Min: "-inf", Max: fmt.Sprint(now - 599)}).Result()
+	if err != nil || len(due) != 2 {
+		t.Fatalf("scheduled due 10 min ago: %v, %v", due, err)
+	}
+	s := r.stats("mail")
+	if q := s.Queues["mail"]; q.Count != 2 || q.Scheduled != 2 || len(s.WorkerKeys) != 0 {
+		t.Fatalf("RQ reports %+v", s)
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
@@ -172,4 +173,45 @@ func TestSidekiqKilledMidJob(t *testing.T) {
 	}
 	openGate(t, r.rc, "g", 3)
 	awaitDone(t, r.rc, 3)
+}
+
+// TestSidekiqHealthy: a Sidekiq process works two jobs and finishes them;
+// its work hash shows them while they run and empties at the next beat.
+func TestSidekiqHealthy(t *testing.T) {
+	t.Parallel()
+	r := newSidekiqRig(t)
+	r.worker("sidekiq-1", "default", 2)
+	r.enqueue("default", "g", 2)
+	awaitStarted(t, r.rc, 2)
+	id := r.awaitProcesses(1)[0]
+	r.awaitWork(id, 2)
+	if s := r.stats(); len(s.Processes) != 1 || s.Processes[0].Busy != 2 || len(s.Work) != 2 {
+		t.Fatalf("while working, Sidekiq reports %+v", s)
+	}
+	openGate(t, r.rc, "g", 2)
+	awaitDone(t, r.rc, 2)
+	r.awaitWork(id, 0)
+	if s := r.stats(); len(s.Processes) != 1 || len(s.Work) != 0 || s.Enqueued != 0 {
+		t.Fatalf("after the jobs, Sidekiq reports %+v", s)
+	}
+}
+
+// TestSidekiqNoWorker: jobs wait in their queue and scheduled jobs fall
+// due with no process to poll them.
+func TestSidekiqNoWorker(t *testing.T) {
+	t.Parallel()
+	r := newSidekiqRig(t)
+	ctx := context.Background()
+	r.enqueue("mail", "g", 2)
+	now := float64(exportertest.RedisTime(t, r.rc)) / 1000
+	var jids []string
+	r.client(&jids, "schedule", "mail", "g", fmt.Sprint(now-600), "2")
+	due, err := r.rc.ZRangeByScore(ctx, "schedule", &redis.ZRangeBy{Min: "-inf", Max: fmt.Sprint(now - 599)}).Result()
+	if err != nil || len(due) != 2 {
+		t.Fatalf("schedule due 10 min ago: %v, %v", due, err)
+	}
+	s := r.stats()
+	if s.Enqueued != 2 || s.Scheduled != 2 || s.ProcessesListed != 0 || s.Queues["mail"].Size != 2 {
+		t.Fatalf("Sidekiq reports %+v", s)
+	}
 }
