@@ -78,6 +78,10 @@ func docCatalog(t *testing.T) map[string]docRow {
 // there.
 func kindOf(name string) config.Kind {
 	switch {
+	case strings.HasPrefix(name, "slot_jobs"), name == "slot_queue_jobs":
+		return config.KindBullMQ
+	case name == "slot_workers":
+		return config.KindSidekiq
 	case strings.HasPrefix(name, "slot_ratelimit_"):
 		return config.KindRateLimit
 	case strings.HasPrefix(name, "slot_queue"):
@@ -100,6 +104,7 @@ var catalogFamilies = map[config.Kind]redisproc.Family{
 	config.KindLock:      {Name: "jobs_lock", Kind: "lock", Match: "lock:job:*", TTL: 30 * time.Second, MaxHold: 10 * time.Minute},
 	config.KindList:      {Name: "mail_queue", Kind: "list", Match: "queue:mail:*", Extra: []string{"max_wait: 5m"}},
 	config.KindStream:    {Name: "events", Kind: "stream", Match: "stream:events:*", MaxHold: 5 * time.Minute},
+	config.KindBullMQ:    {Name: "jobs", Kind: "bullmq"},
 }
 
 func catalogSeed(t *testing.T, c *redis.Client) {
@@ -119,6 +124,13 @@ func catalogSeed(t *testing.T, c *redis.Client) {
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "stream:events:{s1}", Values: []string{"n", fmt.Sprint(i)}})
 	}
 	pipe.XGroupCreate(ctx, "stream:events:{s1}", "g1", "0")
+	// A BullMQ queue with a job waiting and one started by a worker that
+	// is gone (no lock): a queue series.
+	pipe.Incr(ctx, "bull:mail:id")
+	pipe.LPush(ctx, "bull:mail:wait", "2")
+	pipe.HSet(ctx, "bull:mail:2", "name", "welcome", "timestamp", time.Now().UnixMilli())
+	pipe.LPush(ctx, "bull:mail:active", "1")
+	pipe.HSet(ctx, "bull:mail:1", "name", "welcome", "timestamp", time.Now().UnixMilli(), "processedOn", time.Now().UnixMilli(), "atm", 1)
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}

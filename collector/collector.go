@@ -40,7 +40,11 @@ var domainDescs = func() map[*snapshot.Metric]*prometheus.Desc {
 	for _, d := range snapshot.Domain {
 		labels := []string{"family"}
 		if d.PerUser {
-			labels = append(labels, "user")
+			user := "user"
+			if d.UserLabel != "" {
+				user = d.UserLabel
+			}
+			labels = append(labels, user)
 		}
 		m[d] = desc(d.Name, d.Help, append(labels, d.Labels...)...)
 	}

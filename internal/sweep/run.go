@@ -65,7 +65,7 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 	f.clock.Store(&clockReading{skew: mid.Sub(t), at: after.UnixNano()})
 	st.lost.check(ctx, nodes, f.log())
 
-	run := &sweepRun{Sweep: kind.Sweep{Now: t.UnixMilli(), Floor: st.floor, Carry: track.Carry{}}}
+	run := &sweepRun{Sweep: kind.Sweep{Now: t.UnixMilli(), Floor: st.floor, Carry: track.Carry{}, Skipped: &st.skipped, Log: f.log()}}
 	if len(nodes) > 1 || start != nil {
 		run.seenKeys = make(map[uint64]struct{})
 	}
