@@ -16,13 +16,3 @@ func parseRQTime(v string) (int64, error) {
 	}
 	return t.UnixMilli(), nil
 }
-
-// rqJob is what the exporter keeps of an RQ job for the on-call page.
-type rqJob struct {
-	ID          string
-	Description string // rq:job:<id>'s description, e.g. "app.tasks.send('x')"
-	Queue       string
-	StartedAt   int64 // Unix ms; 0 if the hash has none
-	Expiry      int64 // Unix ms: its StartedJobRegistry score
-	Worker      string
-}

@@ -3,90 +3,123 @@ package kind
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/redisread"
 )
 
-// sidekiqOverdueRead bounds how many due entries of `schedule` and
-// `retry` one sweep reads to attribute them to their queues; past it the
-// rest count for the family only.
-const sidekiqOverdueRead = 1000
+// sidekiqScheduledRead bounds how many entries of `schedule` and of
+// `retry` (the first due) one sweep reads to attribute them to their
+// queues; the rest count under the queue of the last entry read, so that
+// the family's totals stay exact.
+const sidekiqScheduledRead = 1000
 
-// sidekiqRead is one sweep's read of a Sidekiq 6.4 / 7 layout under a
-// namespace (redis-namespace's "<ns>:", empty without one).
+// sidekiqRead is one sweep's read of a Sidekiq layout under a namespace
+// (redis-namespace's "<ns>:", empty without one), for one discovery key
+// (the `queues` set).
 type sidekiqRead struct {
-	Queues map[string]*sidekiqQueueRead
+	Queues map[string]*QueueJobs
 	// Procs is every process in `processes`, and every remembered one
 	// with jobs to judge.
 	Procs map[string]sidekiqSighting
-	// Scheduled and Overdue count `schedule` and `retry` entries: due
-	// more than max_wait ago is overdue (no process is polling them).
-	Scheduled, Overdue int64
-	// OverdueByQueue attributes the overdue entries read.
-	OverdueByQueue map[string]int64
-	// Bad says what was skipped as malformed, one line each.
-	Bad []string
 }
 
-type sidekiqQueueRead struct {
-	Waiting int64
-	// Oldest is the enqueued_at (Redis ms) of the job BRPOP takes next,
-	// the queue's oldest; 0 when unknown.
-	Oldest int64
+// queue returns q's figures, made on first use: a queue may show up only
+// in a work entry or a scheduled job.
+func (s *sidekiqRead) queue(q string) *QueueJobs {
+	j := s.Queues[q]
+	if j == nil {
+		nj := NewQueueJobs(q)
+		j = &nj
+		s.Queues[q] = j
+	}
+	return j
 }
 
-// readSidekiq reads the layout in three pipelined rounds: the sets, then
-// per queue LLEN and LINDEX -1 (Sidekiq pushes left and pops right) and
-// per process the heartbeat's beat and the work hash, then the due
-// entries of `schedule` and `retry`. queues overrides discovery (the
-// `queues` set).
-func readSidekiq(ctx context.Context, c redis.Cmdable, ns string, queues []string, remembered []string, now, maxWait int64) (*sidekiqRead, error) {
-	out := &sidekiqRead{Queues: map[string]*sidekiqQueueRead{}, Procs: map[string]sidekiqSighting{}, OverdueByQueue: map[string]int64{}}
+// readSidekiq reads the layout in three pipelined rounds: the sets and
+// the sizes of `schedule` and `retry`; per queue LLEN and LINDEX -1
+// (Sidekiq pushes left and BRPOPs: the right end is the oldest), per
+// process the heartbeat's beat and the work hash (both names), and the
+// first entries of `schedule` and `retry`. queues overrides discovery.
+// The discovery key's own error is judged on r; the other keys' through
+// partJudge.
+func readSidekiq(ctx context.Context, c redis.Cmdable, r *redisread.KeyRead, fr *FrameworkRead, ns string, queues, remembered []string, now, maxWait int64) (*sidekiqRead, error) {
+	out := &sidekiqRead{Queues: map[string]*QueueJobs{}, Procs: map[string]sidekiqSighting{}}
 	pipe := c.Pipeline()
-	var qset *redis.StringSliceCmd
-	if queues == nil {
-		qset = pipe.SMembers(ctx, ns+"queues")
-	}
+	qset := pipe.SMembers(ctx, r.Key)
 	pset := pipe.SMembers(ctx, ns+"processes")
-	due := fmt.Sprintf("(%d.%03d", (now-maxWait)/1000, (now-maxWait)%1000)
-	if now-maxWait < 0 {
-		due = "-inf"
+	type zread struct {
+		key              string
+		card, overdue    *redis.IntCmd
+		entries          *redis.ZSliceCmd
+		nOverdue, nSched int64
 	}
-	type zread struct{ card, overdue *redis.IntCmd }
-	sets := map[string]zread{}
-	for _, z := range []string{"schedule", "retry"} {
-		sets[z] = zread{pipe.ZCard(ctx, ns+z), pipe.ZCount(ctx, ns+z, "-inf", due)}
+	due := "-inf"
+	if now-maxWait > 0 {
+		due = fmt.Sprintf("(%d.%03d", (now-maxWait)/1000, (now-maxWait)%1000)
 	}
-	if _, err := pipe.Exec(ctx); failed(err) {
-		return nil, err
+	zs := []*zread{{key: ns + "schedule"}, {key: ns + "retry"}}
+	for _, z := range zs {
+		z.card, z.overdue = pipe.ZCard(ctx, z.key), pipe.ZCount(ctx, z.key, "-inf", due)
+		z.entries = pipe.ZRangeWithScores(ctx, z.key, 0, sidekiqScheduledRead-1)
 	}
-	if qset != nil {
-		if err := qset.Err(); err != nil {
-			out.Bad = append(out.Bad, fmt.Sprintf("%squeues is not a set: %v", ns, err))
-		} else {
-			queues = qset.Val()
-		}
+	_, _ = pipe.Exec(ctx)
+	if err := qset.Err(); err != nil {
+		return nil, r.Judge(err)
+	}
+	if queues == nil {
+		queues = qset.Val()
 	}
 	listed := map[string]bool{}
-	if err := pset.Err(); err != nil {
-		out.Bad = append(out.Bad, fmt.Sprintf("%sprocesses is not a set: %v", ns, err))
-	} else {
+	if ok, err := partJudge(r, fr, ns+"processes", pset.Err()); err != nil {
+		return nil, err
+	} else if ok {
 		for _, p := range pset.Val() {
 			listed[p] = true
 		}
 	}
-	for z, r := range sets {
-		card, err1 := r.card.Result()
-		overdue, err2 := r.overdue.Result()
-		if err := errors.Join(err1, err2); err != nil {
-			out.Bad = append(out.Bad, fmt.Sprintf("%s%s is not a sorted set", ns, z))
+	for _, z := range zs {
+		ok1, err1 := partJudge(r, fr, z.key, z.card.Err())
+		if err1 != nil {
+			return nil, err1
+		}
+		ok2, err2 := partJudge(r, fr, z.key, z.overdue.Err())
+		if err2 != nil {
+			return nil, err2
+		}
+		ok3, err3 := partJudge(r, fr, z.key, z.entries.Err())
+		if err3 != nil {
+			return nil, err3
+		}
+		if !ok1 || !ok2 || !ok3 {
 			continue
 		}
-		out.Scheduled += card - overdue
-		out.Overdue += overdue
+		z.nOverdue, z.nSched = z.overdue.Val(), z.card.Val()-z.overdue.Val()
+		dueBefore := float64(now-maxWait) / 1000
+		last := ""
+		for _, e := range z.entries.Val() {
+			m, _ := e.Member.(string)
+			var p sidekiqPayload
+			if err := json.Unmarshal([]byte(m), &p); err != nil || p.Queue == "" {
+				fr.Bad = append(fr.Bad, BadData{Key: z.key, Reason: redisread.SkipBadValue,
+					Detail: fmt.Sprintf("an entry due at %.3f has no queue (not a job's JSON): counted, not attributed", e.Score)})
+				continue
+			}
+			last = p.Queue
+			if e.Score < dueBefore {
+				out.queue(p.Queue).Jobs[JobOverdue]++
+				z.nOverdue--
+			} else {
+				out.queue(p.Queue).Jobs[JobScheduled]++
+				z.nSched--
+			}
+		}
+		if last != "" {
+			out.queue(last).Jobs[JobOverdue] += max(z.nOverdue, 0)
+			out.queue(last).Jobs[JobScheduled] += max(z.nSched, 0)
+		}
 	}
 
 	ids := make([]string, 0, len(listed)+len(remembered))
@@ -106,67 +139,58 @@ func readSidekiq(ctx context.Context, c redis.Cmdable, ns string, queues []strin
 		heads[i] = pipe.LIndex(ctx, ns+"queue:"+q, -1)
 	}
 	beats := make([]*redis.StringCmd, len(ids))
-	works := make([]*redis.MapStringStringCmd, len(ids))
-	works7 := make([]*redis.MapStringStringCmd, len(ids))
+	works := make([][2]*redis.MapStringStringCmd, len(ids))
 	for i, id := range ids {
 		beats[i] = pipe.HGet(ctx, ns+id, "beat")
-		works[i] = pipe.HGetAll(ctx, ns+id+":workers")
-		works7[i] = pipe.HGetAll(ctx, ns+id+":work")
+		works[i] = [2]*redis.MapStringStringCmd{pipe.HGetAll(ctx, ns+id+":workers"), pipe.HGetAll(ctx, ns+id+":work")}
 	}
-	var overdueReads []*redis.StringSliceCmd
-	if out.Overdue > 0 {
-		for _, z := range []string{"schedule", "retry"} {
-			overdueReads = append(overdueReads, pipe.ZRangeByScore(ctx, ns+z, &redis.ZRangeBy{Min: "-inf", Max: due, Count: sidekiqOverdueRead}))
-		}
-	}
-	if _, err := pipe.Exec(ctx); failed(err) {
-		return nil, err
-	}
+	_, _ = pipe.Exec(ctx)
 	for i, q := range queues {
-		n, err := lens[i].Result()
-		if err != nil {
-			out.Bad = append(out.Bad, fmt.Sprintf("%squeue:%s is not a list: %v", ns, q, err))
+		key := ns + "queue:" + q
+		qj := out.queue(q)
+		if ok, err := partJudge(r, fr, key, lens[i].Err()); err != nil {
+			return nil, err
+		} else if !ok {
 			continue
 		}
-		qr := &sidekiqQueueRead{Waiting: n}
-		out.Queues[q] = qr
+		qj.Jobs[JobWaiting] += lens[i].Val()
 		head, err := heads[i].Result()
 		if err != nil {
-			continue
+			continue // emptied since, or the wrong type: judged above
 		}
 		at, ok, err := parseSidekiqEnqueuedAt(head)
-		if err != nil {
-			out.Bad = append(out.Bad, fmt.Sprintf("%squeue:%s: next job skipped: %v", ns, q, err))
-			continue
-		}
-		if ok {
-			qr.Oldest = at
+		switch {
+		case err != nil:
+			fr.Bad = append(fr.Bad, BadData{Key: key, Reason: redisread.SkipBadValue, Detail: "the next job: " + err.Error()})
+		case ok:
+			qj.Waited(at)
 		}
 	}
 	for i, id := range ids {
 		s := sidekiqSighting{Listed: listed[id]}
 		beat, err := beats[i].Result()
-		switch {
-		case err == nil:
+		if ok, ferr := partJudge(r, fr, ns+id, err); ferr != nil {
+			return nil, ferr
+		} else if ok {
 			s.Heartbeat = true
 			if s.Beat, err = parseSidekiqBeat(beat); err != nil {
-				out.Bad = append(out.Bad, fmt.Sprintf("process %s: %v", id, err))
+				fr.Bad = append(fr.Bad, BadData{Key: ns + id, Reason: redisread.SkipBadValue, Detail: err.Error()})
 			}
-		case errors.Is(err, redis.Nil):
-		default:
-			out.Bad = append(out.Bad, fmt.Sprintf("process %s: heartbeat %s%s is not a hash: %v", id, ns, id, err))
-			s.Heartbeat = true // unreadable, not gone: never judged lost by it
+		} else if err != nil && !isNil(err) {
+			// Unreadable is not gone: never judged lost by it.
+			s.Heartbeat = true
 		}
-		for _, w := range []*redis.MapStringStringCmd{works[i], works7[i]} {
-			m, err := w.Result()
-			if err != nil {
-				out.Bad = append(out.Bad, fmt.Sprintf("process %s: work hash is not a hash: %v", id, err))
+		for k, w := range works[i] {
+			key := ns + id + [2]string{":workers", ":work"}[k]
+			if ok, err := partJudge(r, fr, key, w.Err()); err != nil {
+				return nil, err
+			} else if !ok {
 				continue
 			}
-			for tid, v := range m {
+			for tid, v := range w.Val() {
 				j, err := parseSidekiqWork(v)
 				if err != nil {
-					out.Bad = append(out.Bad, fmt.Sprintf("process %s thread %s: skipped: %v", id, tid, err))
+					fr.Bad = append(fr.Bad, BadData{Key: key, Reason: redisread.SkipBadValue, Detail: fmt.Sprintf("thread %s: %v", tid, err)})
 					continue
 				}
 				if s.Work == nil {
@@ -176,31 +200,12 @@ func readSidekiq(ctx context.Context, c redis.Cmdable, ns string, queues []strin
 			}
 		}
 		out.Procs[id] = s
-	}
-	for _, r := range overdueReads {
-		entries, err := r.Result()
-		if err != nil {
-			continue
-		}
-		for _, e := range entries {
-			var p sidekiqPayload
-			if pe := json.Unmarshal([]byte(e), &p); pe != nil || p.Queue == "" {
-				out.Bad = append(out.Bad, "a due entry of schedule or retry has no queue: skipped")
-				continue
-			}
-			out.OverdueByQueue[p.Queue]++
+		switch {
+		case s.Listed && s.Heartbeat:
+			fr.Workers[WorkerLive]++
+		case s.Listed:
+			fr.Workers[WorkerDead]++
 		}
 	}
 	return out, nil
-}
-
-// failed reports whether a pipeline's error is the sweep's (the
-// connection, the deadline) rather than one key's: a key of the wrong
-// type is that key's, skipped and counted by its reader.
-func failed(err error) bool {
-	if err == nil || errors.Is(err, redis.Nil) {
-		return false
-	}
-	var re redis.Error
-	return !errors.As(err, &re) || !strings.HasPrefix(re.Error(), "WRONGTYPE")
 }

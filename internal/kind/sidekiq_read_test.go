@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
@@ -30,18 +31,20 @@ func TestReadSidekiqLayout(t *testing.T) {
 	mustNil(t, rc.ZAdd(ctx, "ns:schedule", redis.Z{Score: 1796183000, Member: `{"queue":"mail","jid":"s1"}`}, redis.Z{Score: 1796183299, Member: `{"queue":"mail","jid":"s2"}`}, redis.Z{Score: 1796190000, Member: `{"queue":"mail","jid":"s3"}`}).Err())
 	mustNil(t, rc.ZAdd(ctx, "ns:retry", redis.Z{Score: 1796183100, Member: `{"queue":"default","jid":"r1"}`}).Err())
 
-	r, err := readSidekiq(ctx, rc, "ns:", nil, nil, now, 60000)
-	if err != nil {
-		t.Fatal(err)
+	key := redisread.KeyRead{Key: "ns:queues"}
+	fr := &FrameworkRead{}
+	r, err := readSidekiq(ctx, rc, &key, fr, "ns:", nil, nil, now, 60000)
+	if err != nil || key.Status != redisread.OK {
+		t.Fatal(err, key.Status)
 	}
-	if q := r.Queues["default"]; q == nil || q.Waiting != 2 || q.Oldest != 1796183290500 {
+	if q := r.Queues["default"]; q == nil || q.Jobs[JobWaiting] != 2 || q.OldestWaiting != 1796183290500 || q.Jobs[JobOverdue] != 1 {
 		t.Errorf("default: %+v", q)
 	}
-	if q := r.Queues["mail"]; q == nil || q.Waiting != 1 || q.Oldest != 0 {
+	if q := r.Queues["mail"]; q == nil || q.Jobs[JobWaiting] != 1 || q.OldestWaiting != -1 || q.Jobs[JobOverdue] != 1 || q.Jobs[JobScheduled] != 2 {
 		t.Errorf("mail: %+v", q)
 	}
-	if _, ok := r.Queues["broken"]; ok {
-		t.Errorf("a queue that is not a list was read")
+	if q := r.Queues["broken"]; q == nil || q.Jobs != [NumJobStates]int64{} {
+		t.Errorf("a queue that is not a list: %+v", q)
 	}
 	p := r.Procs[id]
 	if !p.Listed || !p.Heartbeat || p.Beat != 1796183296660 || len(p.Work) != 1 || p.Work["2fc67ca77cb7be988257c582"].Class != "GateJob" {
@@ -50,17 +53,25 @@ func TestReadSidekiqLayout(t *testing.T) {
 	if d := r.Procs[dead]; !d.Listed || d.Heartbeat || len(d.Work) != 0 {
 		t.Errorf("dead process: %+v", d)
 	}
-	if r.Overdue != 2 || r.Scheduled != 2 || r.OverdueByQueue["mail"] != 1 || r.OverdueByQueue["default"] != 1 {
-		t.Errorf("scheduled %d overdue %d %v", r.Scheduled, r.Overdue, r.OverdueByQueue)
+	if fr.Workers != [NumWorkerStates]int64{1, 1} {
+		t.Errorf("workers %v", fr.Workers)
 	}
-	bad := strings.Join(r.Bad, "\n")
-	for _, want := range []string{"queue:mail: next job skipped: queued job is not JSON", "ns:queue:broken is not a list", "thread 8cv: skipped: work entry is not JSON"} {
-		if !strings.Contains(bad, want) {
-			t.Errorf("bad lines %q lack %q", bad, want)
+	var bad []string
+	for _, b := range fr.Bad {
+		bad = append(bad, b.Key+": "+b.Reason.String()+": "+b.Detail)
+	}
+	all := strings.Join(bad, "\n")
+	for _, want := range []string{
+		"ns:queue:mail: bad_value: the next job: queued job is not JSON",
+		"ns:queue:broken: wrong_type",
+		"ns:vm:12063:a75b6f2ef931:workers: bad_value: thread 8cv: work entry is not JSON",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("bad data %q lacks %q", all, want)
 		}
 	}
-	if len(r.Bad) != 3 {
-		t.Errorf("%d bad lines, want 3: %q", len(r.Bad), bad)
+	if len(bad) != 3 {
+		t.Errorf("%d bad, want 3: %q", len(bad), all)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
@@ -36,40 +37,54 @@ func TestReadRQLayout(t *testing.T) {
 	mustNil(t, rc.SAdd(ctx, "rq:workers", "rq:worker:w1", "rq:worker:w2").Err())
 	mustNil(t, rc.HSet(ctx, "rq:worker:w2", "last_heartbeat", "2026-12-02T03:49:59.870480Z").Err())
 
-	r, err := readRQ(ctx, rc, "rq", nil, now, 60000)
-	if err != nil {
+	l := &rqLayout{prefix: "rq", maxWait: 60000, maxHold: 3600000}
+	reads := make([]redisread.KeyRead, 1)
+	if err := l.reads(now).Read(ctx, rc, []string{"rq:queues"}, reads); err != nil {
 		t.Fatal(err)
 	}
-	d := r.Queues["default"]
-	if d == nil || d.Waiting != 2 || d.Oldest != 1796183278594 || d.StartedExpired != 2 || d.StartedLive != 2 || len(d.Started) != 4 {
-		t.Fatalf("default: %+v", d)
+	fr, _ := reads[0].Extra.(*FrameworkRead)
+	if reads[0].Status != redisread.OK || fr == nil {
+		t.Fatalf("read %+v", reads[0])
 	}
-	if j := d.Started[1]; j.ID != "j1" || j.Expiry != 1796183369000 || j.StartedAt != 1796183279883 || j.Worker != "w1" || j.Description != "rqjobs.gate('g1')" {
-		t.Errorf("j1: %+v", j)
+	qs := map[string]QueueJobs{}
+	for _, q := range fr.Queues {
+		qs[q.Queue] = q
 	}
-	m := r.Queues["mail"]
-	if m == nil || m.Waiting != 1 || m.Oldest != 0 || m.Overdue != 1 || m.Scheduled != 1 || m.StartedLive != 0 || m.StartedExpired != 1 {
+	d := qs["default"]
+	// j1 orphaned, j4 active; j5 (not a hash) and j6 (no hash) in no state.
+	if d.Jobs != [NumJobStates]int64{JobWaiting: 2, JobActive: 1, JobOrphaned: 1} || d.OldestWaiting != 1796183278594 || d.OldestOrphaned != 1796183279883 {
+		t.Errorf("default: %+v", d)
+	}
+	if len(d.Orphans) != 1 || d.Orphans[0] != (Job{ID: "j1", Name: "rqjobs.gate('g1')", Started: 1796183279883, Attempts: 1}) {
+		t.Errorf("orphans %+v", d.Orphans)
+	}
+	m := qs["mail"]
+	if m.Jobs != [NumJobStates]int64{JobWaiting: 1, JobOverdue: 1, JobScheduled: 1} || m.OldestWaiting != -1 {
 		t.Errorf("mail: %+v", m)
 	}
-	if len(r.Queues) != 2 {
-		t.Errorf("queues %v", r.Queues)
+	if len(qs) != 2 {
+		t.Errorf("queues %v", qs)
 	}
-	if r.WorkersLive != 1 || r.WorkersDead != 1 {
-		t.Errorf("workers live %d dead %d", r.WorkersLive, r.WorkersDead)
+	if fr.Workers != [NumWorkerStates]int64{1, 1} {
+		t.Errorf("workers %v", fr.Workers)
 	}
-	bad := strings.Join(r.Bad, "\n")
+	var bad []string
+	for _, b := range fr.Bad {
+		bad = append(bad, b.Key+": "+b.Reason.String()+": "+b.Detail)
+	}
+	all := strings.Join(bad, "\n")
 	for _, want := range []string{
-		"rq:queue:mail: the next job's hash is missing",
-		"rq:job:j5 is not a hash",
-		"rq:job:j6 is missing (started in rq:wip:default)",
-		"rq:job:j7 is missing (started in rq:wip:mail)",
-		"rq:wip:mail: job forever skipped: its score +Inf is not a finite expiry",
+		"rq:job:gone: bad_value: the next job of rq:queue:mail has no hash",
+		"rq:job:j5: wrong_type",
+		"rq:job:j6: bad_value: job j6 is in rq:wip:default but its hash is missing",
+		"rq:job:j7: bad_value: job j7 is in rq:wip:mail but its hash is missing",
+		"rq:wip:mail: bad_value: job forever: score +Inf is not a finite expiry",
 	} {
-		if !strings.Contains(bad, want) {
-			t.Errorf("bad lines %q lack %q", bad, want)
+		if !strings.Contains(all, want) {
+			t.Errorf("bad data %q lacks %q", all, want)
 		}
 	}
-	if len(r.Bad) != 5 {
-		t.Errorf("%d bad lines, want 5: %q", len(r.Bad), bad)
+	if len(bad) != 5 {
+		t.Errorf("%d bad, want 5: %q", len(bad), all)
 	}
 }
