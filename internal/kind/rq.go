@@ -64,7 +64,7 @@ func (l *rqLayout) configure(f *config.Family) {
 	}
 }
 
-func (l *rqLayout) reads(now int64) redisread.Reads   { return &rqReads{l: l, now: now} }
+func (l *rqLayout) reads(now int64) redisread.Reads     { return &rqReads{l: l, now: now} }
 func (l *rqLayout) settle([]*FrameworkRead, bool) int64 { return 0 }
 func (l *rqLayout) registersWorkers() bool              { return true }
 func (l *rqLayout) recovery() string {
