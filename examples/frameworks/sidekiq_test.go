@@ -2,6 +2,7 @@ package frameworks_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -58,6 +59,29 @@ func newSidekiqRig(t *testing.T) *sidekiqRig {
 func (r *sidekiqRig) worker(name, queue string, concurrency int) *workerProc {
 	r.t.Helper()
 	return startWorkerProc(r.t, r.dir, r.url, name, "sidekiq", "-r", "./jobs.rb", "-q", queue, "-c", fmt.Sprint(concurrency))
+}
+
+// exporter runs examples/frameworks/sidekiq.yml on the rig's server.
+func (r *sidekiqRig) exporter() *swept {
+	r.t.Helper()
+	return exampleExporter(r.t, "sidekiq.yml", r.srv.Addr, r.rc, map[string]any{"max_wait": "1m"})
+}
+
+// oldestEnqueued is the enqueued_at (Unix ms) of the job queue's next
+// BRPOP takes, read independently of the exporter.
+func (r *sidekiqRig) oldestEnqueued(queue string) int64 {
+	r.t.Helper()
+	v, err := r.rc.LIndex(context.Background(), "queue:"+queue, -1).Result()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var job struct {
+		EnqueuedAt float64 `json:"enqueued_at"`
+	}
+	if err := json.Unmarshal([]byte(v), &job); err != nil {
+		r.t.Fatal(err)
+	}
+	return int64(job.EnqueuedAt * 1000)
 }
 
 func (r *sidekiqRig) client(out any, args ...string) {
@@ -121,6 +145,7 @@ func TestSidekiqKilledMidJob(t *testing.T) {
 	t.Parallel()
 	r := newSidekiqRig(t)
 	ctx := context.Background()
+	e := r.exporter()
 	r.enqueue("default", "g", 6)
 	w := r.worker("sidekiq-1", "default", 3)
 	started := awaitStarted(t, r.rc, 3)
@@ -130,6 +155,13 @@ func TestSidekiqKilledMidJob(t *testing.T) {
 	s := r.stats()
 	if len(s.Processes) != 1 || s.Processes[0].Busy != 3 || len(s.Work) != 3 || s.Queues["default"].Size != 3 {
 		t.Fatalf("before the kill, Sidekiq reports %+v", s)
+	}
+	// The exporter must see the jobs in hand while the process lives.
+	e.sweep()
+	e.expect("3 of 6 in hand", figures{jobs: map[string]float64{"waiting": 3, "active": 3}, live: 1})
+	e.age("waiting", r.oldestEnqueued("default"))
+	if e.queue("default", "active") != 3 || e.queue("default", "waiting") != 3 {
+		t.Errorf("slot_queue_jobs of default: %v", e.m)
 	}
 
 	w.kill()
@@ -141,6 +173,12 @@ func TestSidekiqKilledMidJob(t *testing.T) {
 	if s.ProcessesListed != 1 || len(s.Processes) != 0 || len(s.Work) != 0 || s.Queues["default"].Size != 3 {
 		t.Fatalf("after the expiry, Sidekiq reports %+v", s)
 	}
+	e.sweep()
+	e.expect("killed, heartbeat expired", figures{jobs: map[string]float64{"waiting": 3}, dead: 1, lost: 3})
+	e.age("waiting", r.oldestEnqueued("default"))
+	// Still, while no process runs.
+	e.sweep()
+	e.expect("no process", figures{jobs: map[string]float64{"waiting": 3}, dead: 1, lost: 3})
 	// The 3 started jobs are nowhere in Redis: not queued, not in retry.
 	queued, err := r.rc.LRange(ctx, "queue:default", 0, -1).Result()
 	if err != nil {
@@ -171,8 +209,18 @@ func TestSidekiqKilledMidJob(t *testing.T) {
 			}
 		}
 	}
+	id2 := r.awaitProcesses(1)[0]
+	r.awaitWork(id2, 3)
+	e.sweep()
+	e.expect("a process back", figures{jobs: map[string]float64{"active": 3}, live: 1, lost: 3})
 	openGate(t, r.rc, "g", 3)
 	awaitDone(t, r.rc, 3)
+	r.awaitWork(id2, 0)
+	e.sweep()
+	e.expect("done", figures{jobs: map[string]float64{}, live: 1, lost: 3})
+	if s := r.stats(); s.Enqueued != 0 || len(s.Work) != 0 || s.Retry != 0 || s.Dead != 0 || len(s.Processes) != 1 {
+		t.Errorf("at the end, Sidekiq reports %+v", s)
+	}
 }
 
 // TestSidekiqHealthy: a Sidekiq process works two jobs and finishes them;
@@ -180,6 +228,7 @@ func TestSidekiqKilledMidJob(t *testing.T) {
 func TestSidekiqHealthy(t *testing.T) {
 	t.Parallel()
 	r := newSidekiqRig(t)
+	e := r.exporter()
 	r.worker("sidekiq-1", "default", 2)
 	r.enqueue("default", "g", 2)
 	awaitStarted(t, r.rc, 2)
@@ -188,12 +237,16 @@ func TestSidekiqHealthy(t *testing.T) {
 	if s := r.stats(); len(s.Processes) != 1 || s.Processes[0].Busy != 2 || len(s.Work) != 2 {
 		t.Fatalf("while working, Sidekiq reports %+v", s)
 	}
+	e.sweep()
+	e.expect("working", figures{jobs: map[string]float64{"active": 2}, live: 1})
 	openGate(t, r.rc, "g", 2)
 	awaitDone(t, r.rc, 2)
 	r.awaitWork(id, 0)
 	if s := r.stats(); len(s.Processes) != 1 || len(s.Work) != 0 || s.Enqueued != 0 {
 		t.Fatalf("after the jobs, Sidekiq reports %+v", s)
 	}
+	e.sweep()
+	e.expect("finished", figures{jobs: map[string]float64{}, live: 1})
 }
 
 // TestSidekiqNoWorker: jobs wait in their queue and scheduled jobs fall
@@ -213,5 +266,17 @@ func TestSidekiqNoWorker(t *testing.T) {
 	s := r.stats()
 	if s.Enqueued != 2 || s.Scheduled != 2 || s.ProcessesListed != 0 || s.Queues["mail"].Size != 2 {
 		t.Fatalf("Sidekiq reports %+v", s)
+	}
+	e := r.exporter()
+	e.sweep()
+	e.expect("no process", figures{jobs: map[string]float64{"waiting": 2, "overdue": 2}})
+	e.age("waiting", r.oldestEnqueued("mail"))
+	if e.queue("mail", "overdue") != 2 {
+		t.Errorf("slot_queue_jobs{queue=\"mail\",state=\"overdue\"} = %v, want 2", e.queue("mail", "overdue"))
+	}
+	// Sidekiq's own latency (Queue#latency), taken before the sweep on
+	// the same machine's clock, is at most the exporter's age.
+	if got := e.get("slot_jobs_oldest_seconds", "state", "waiting"); s.Queues["mail"].Latency <= 0 || got < s.Queues["mail"].Latency-0.002 {
+		t.Errorf("ages: Sidekiq's latency %v, exporter's %v", s.Queues["mail"].Latency, got)
 	}
 }
