@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -82,6 +83,27 @@ func (r *rqRig) worker(name, queues string, extra ...string) *workerProc {
 	return startWorkerProc(r.t, r.dir, r.url, name, argv...)
 }
 
+// exporter runs examples/frameworks/rq.yml on the rig's server.
+func (r *rqRig) exporter() *swept {
+	r.t.Helper()
+	return exampleExporter(r.t, "rq.yml", r.srv.Addr, r.rc, map[string]any{"max_wait": "1m"})
+}
+
+// jobTime is a time field of an RQ job hash (Unix ms), read
+// independently of the exporter.
+func (r *rqRig) jobTime(id, field string) int64 {
+	r.t.Helper()
+	v, err := r.rc.HGet(context.Background(), "rq:job:"+id, field).Result()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	at, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return at.UnixMilli()
+}
+
 func (r *rqRig) client(out any, args ...string) {
 	r.t.Helper()
 	runClient(r.t, r.dir, r.url, out, append([]string{debianPython, "drive.py"}, args...)...)
@@ -122,12 +144,16 @@ func TestRQKilledMidJob(t *testing.T) {
 	t.Parallel()
 	r := newRQRig(t)
 	ctx := context.Background()
+	e := r.exporter()
 	ids := r.enqueue("default", "g", 3)
 	w := r.worker("rq-1", "default")
 	started := awaitStarted(t, r.rc, 1)
 	if started[0] != ids[0] {
 		t.Fatalf("started %v, want the first of %v", started, ids)
 	}
+	e.sweep()
+	e.expect("1 of 3 started", figures{jobs: map[string]float64{"waiting": 2, "active": 1}, live: 1})
+	e.age("waiting", r.jobTime(ids[1], "enqueued_at"))
 	r.killWithHorse(w, started[0])
 	awaitRedis(t, "the started entry past its expiry and the worker key gone", func(ctx context.Context) (bool, error) {
 		now, err := r.rc.Time(ctx).Result()
@@ -141,6 +167,17 @@ func TestRQKilledMidJob(t *testing.T) {
 		alive, err := r.rc.Exists(ctx, "rq:worker:rq-1").Result()
 		return len(expired) == 1 && alive == 0, err
 	})
+	e.sweep()
+	e.expect("killed, entry expired", figures{jobs: map[string]float64{"waiting": 2, "orphaned": 1}, dead: 1})
+	e.age("orphaned", r.jobTime(started[0], "started_at"))
+	if e.queue("default", "orphaned") != 1 {
+		t.Errorf("slot_queue_jobs{queue=\"default\",state=\"orphaned\"} = %v, want 1", e.queue("default", "orphaned"))
+	}
+	// The queue stands where a user stands: holding an orphan, it is
+	// active (its used is its orphaned jobs) and its floor runs.
+	if got := e.get("slot_users_active"); got != 1 {
+		t.Errorf("slot_users_active = %v, want 1 (the queue holding the orphan)", got)
+	}
 	s := r.stats("default")
 	if q := s.Queues["default"]; q.Count != 2 || !slices.Equal(q.StartedExpired, started) || q.Failed != 0 {
 		t.Fatalf("after the kill, RQ reports %+v", s)
@@ -148,6 +185,8 @@ func TestRQKilledMidJob(t *testing.T) {
 	if !slices.Equal(s.WorkerKeys, []string{"rq:worker:rq-1"}) {
 		t.Fatalf("worker keys %v, want the dead one still registered", s.WorkerKeys)
 	}
+	e.sweep()
+	e.expect("no worker", figures{jobs: map[string]float64{"waiting": 2, "orphaned": 1}, dead: 1})
 
 	// A worker comes back within the cleaning lock's 899 s: it works the
 	// queue but leaves the dead one's entry and registration.
@@ -160,6 +199,8 @@ func TestRQKilledMidJob(t *testing.T) {
 	if q := s.Queues["default"]; q.Count != 1 || !slices.Equal(q.StartedExpired, started) || q.Failed != 0 {
 		t.Fatalf("with rq-2 back, RQ reports %+v", s)
 	}
+	e.sweep()
+	e.expect("rq-2 back, no cleanup", figures{jobs: map[string]float64{"waiting": 1, "active": 1, "orphaned": 1}, live: 1, dead: 1})
 
 	// The lock runs out (deleted here rather than waited for): the next
 	// worker to start cleans the queue's registries at once. The orphan
@@ -184,8 +225,16 @@ func TestRQKilledMidJob(t *testing.T) {
 	if slices.Contains(s.WorkerKeys, "rq:worker:rq-1") {
 		t.Errorf("worker keys %v still list the dead worker", s.WorkerKeys)
 	}
+	e.sweep()
+	e.expect("cleaned up", figures{jobs: map[string]float64{"active": 2}, live: 2})
 	openGate(t, r.rc, "g", 2)
 	awaitDone(t, r.rc, 2)
+	awaitRedis(t, "the started registry empty", func(ctx context.Context) (bool, error) {
+		n, err := r.rc.ZCard(ctx, "rq:wip:default").Result()
+		return n == 0, err
+	})
+	e.sweep()
+	e.expect("done", figures{jobs: map[string]float64{}, live: 2})
 }
 
 // TestRQHealthy: a worker works two jobs, one at a time, and finishes
@@ -194,9 +243,12 @@ func TestRQHealthy(t *testing.T) {
 	t.Parallel()
 	r := newRQRig(t)
 	ctx := context.Background()
+	e := r.exporter()
 	ids := r.enqueue("default", "g", 2)
 	r.worker("rq-1", "default")
 	awaitStarted(t, r.rc, 1)
+	e.sweep()
+	e.expect("working", figures{jobs: map[string]float64{"waiting": 1, "active": 1}, live: 1})
 	if got, err := r.rc.ZRange(ctx, "rq:wip:default", 0, -1).Result(); err != nil || !slices.Equal(got, ids[:1]) {
 		t.Fatalf("started registry %v, %v; want %v", got, err, ids[:1])
 	}
@@ -212,6 +264,8 @@ func TestRQHealthy(t *testing.T) {
 	if s := r.stats("default"); s.Queues["default"].Count != 0 || s.Queues["default"].Failed != 0 {
 		t.Fatalf("after the jobs, RQ reports %+v", s)
 	}
+	e.sweep()
+	e.expect("finished", figures{jobs: map[string]float64{}, live: 1})
 }
 
 // TestRQNoWorker: jobs wait in their queue and scheduled jobs fall due
@@ -231,5 +285,16 @@ func TestRQNoWorker(t *testing.T) {
 	s := r.stats("mail")
 	if q := s.Queues["mail"]; q.Count != 2 || q.Scheduled != 2 || len(s.WorkerKeys) != 0 {
 		t.Fatalf("RQ reports %+v", s)
+	}
+	e := r.exporter()
+	e.sweep()
+	e.expect("no worker", figures{jobs: map[string]float64{"waiting": 2, "overdue": 2}})
+	head, err := r.rc.LIndex(ctx, "rq:queue:mail", 0).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.age("waiting", r.jobTime(head, "enqueued_at"))
+	if e.queue("mail", "overdue") != 2 || e.queue("mail", "waiting") != 2 {
+		t.Errorf("slot_queue_jobs of mail: %v", exportertest.Series(e.m, "slot_queue_jobs"))
 	}
 }
