@@ -292,6 +292,11 @@ func TestExamplesLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	frameworks, err := filepath.Glob("../examples/frameworks/*.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, frameworks...)
 	if len(files) < 3 {
 		t.Fatalf("found %d example configs, want at least 3", len(files))
 	}
