@@ -2,7 +2,10 @@ package libraries_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,8 +117,9 @@ func testBullLayout(t *testing.T, lib string) {
 	// 2. A worker killed holding 3 of 6 jobs.
 	dying := worker("dying", "3600000")
 	ids := add(6)
+	var startedIDs []string
 	for range 3 {
-		dying.wait("started", 30*time.Second)
+		startedIDs = append(startedIDs, dying.wait("started", 30*time.Second).str("id"))
 	}
 	dying.kill()
 	t.Logf("%s: worker killed holding 3 of %v", lib, ids)
@@ -131,6 +135,19 @@ func testBullLayout(t *testing.T, lib string) {
 	}
 	if c := counts(); c.num("active") != 3 || c.num("waiting") != 3 {
 		t.Errorf("killed: %s's own counts %v, want active 3, waiting 3", lib, c)
+	}
+	// The on-call page lists the three, and names the library's own
+	// recovery; no release button.
+	page := getPage(t, e.url+"/leaks/jobs/"+queue)
+	for _, id := range startedIDs {
+		if !strings.Contains(page, ">"+id+"<") {
+			t.Errorf("the queue's page does not list orphaned job %s:\n%s", id, page)
+		}
+	}
+	for _, s := range []string{"send-welcome", "stalled check", "not offered for queue frameworks"} {
+		if !strings.Contains(page, s) {
+			t.Errorf("the queue's page does not say %q:\n%s", s, page)
+		}
 	}
 	// No worker: nothing moves them.
 	e.holdsFor(3*time.Second, "killed, no worker: orphans stay", jobs(3, 0, 3))
@@ -156,4 +173,22 @@ func testBullLayout(t *testing.T, lib string) {
 		t.Errorf("recovered: %s's own counts %v, want 12 completed, none active", lib, c)
 	}
 	back.release()
+}
+
+// getPage GETs an on-call page, which must answer 200.
+func getPage(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s\n%s", url, resp.Status, b)
+	}
+	return string(b)
 }
