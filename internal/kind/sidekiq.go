@@ -51,6 +51,7 @@ type sidekiqLayout struct {
 	ns               string
 	queues           []string // nil: every queue found
 	maxWait, maxHold int64    // ms
+	watches          func(string) bool
 	procs            *sidekiqProcesses
 }
 
@@ -64,6 +65,8 @@ func (l *sidekiqLayout) configure(f *config.Family) {
 		l.queues = append([]string(nil), f.Queues...)
 	}
 	l.maxWait, l.maxHold = f.MaxWait.Milliseconds(), f.MaxHold.Milliseconds()
+	fam := *f
+	l.watches = fam.Watches
 }
 
 func (l *sidekiqLayout) reads(now int64) redisread.Reads {
@@ -87,7 +90,11 @@ func (l *sidekiqLayout) settle(reads []*FrameworkRead, lost bool) int64 {
 	for _, fr := range reads {
 		procs, _ := fr.Extra.(map[string]sidekiqSighting)
 		for id, s := range procs {
-			n += int64(len(l.procs.observe(id, s)))
+			for _, j := range l.procs.observe(id, s) {
+				if l.watches(j.Queue) {
+					n++
+				}
+			}
 		}
 	}
 	l.procs.end()

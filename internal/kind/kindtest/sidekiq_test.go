@@ -29,6 +29,10 @@ func TestSidekiqLayout(t *testing.T) {
     prefix: app
     max_wait: 5m
     max_hold: 1h
+  - name: sk_other
+    kind: sidekiq
+    prefix: app
+    queues: [other]
 `), logs.Logger())
 	now := redisNow(t, rc)
 	sec := func(ms int64) string { return fmt.Sprintf("%d.%03d", ms/1000, ms%1000) }
@@ -74,7 +78,7 @@ func TestSidekiqLayout(t *testing.T) {
 	})
 	s.since(m, `slot_jobs_oldest_seconds{family="sk",state="waiting"}`, now-30_000, 0)
 	absent(t, m, `slot_queue_jobs{family="sk",queue="empty",state="waiting"}`)
-	if n := len(logs.Lines("skipping bad sidekiq data", "key=app:"+live+":workers", "thread t3")); n != 1 {
+	if n := len(logs.Lines("skipping bad sidekiq data", "family=sk ", "key=app:"+live+":workers", "thread t3")); n != 1 {
 		t.Errorf("the bad work entry logged %d times, want once:\n%s", n, logs.String())
 	}
 
@@ -84,12 +88,13 @@ func TestSidekiqLayout(t *testing.T) {
 	s.sweep()
 	s.sweep()
 	exportertest.Expect(t, h.Metrics(), map[string]float64{
-		`slot_jobs_lost_total{family="sk"}`:      2,
+		`slot_jobs_lost_total{family="sk"}`:       2,
+		`slot_jobs_lost_total{family="sk_other"}`: 0, // lost from mail, not watched there
 		jobs("active"):                           1,
 		`slot_workers{family="sk",state="dead"}`: 2,
 		`slot_workers{family="sk",state="live"}`: 1,
 	})
-	if n := len(logs.Lines("skipping bad sidekiq data", "thread t3")); n != 1 {
+	if n := len(logs.Lines("skipping bad sidekiq data", "family=sk ", "thread t3")); n != 1 {
 		t.Errorf("the bad work entry logged %d times after three sweeps, want once", n)
 	}
 
