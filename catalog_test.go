@@ -78,7 +78,7 @@ func docCatalog(t *testing.T) map[string]docRow {
 // there.
 func kindOf(name string) config.Kind {
 	switch {
-	case strings.HasPrefix(name, "slot_jobs"), name == "slot_queue_jobs":
+	case strings.HasPrefix(name, "slot_jobs"), name == "slot_queue_jobs", name == "slot_family_max_wait_seconds":
 		return config.KindBullMQ
 	case name == "slot_workers":
 		return config.KindSidekiq
@@ -105,6 +105,7 @@ var catalogFamilies = map[config.Kind]redisproc.Family{
 	config.KindList:      {Name: "mail_queue", Kind: "list", Match: "queue:mail:*", Extra: []string{"max_wait: 5m"}},
 	config.KindStream:    {Name: "events", Kind: "stream", Match: "stream:events:*", MaxHold: 5 * time.Minute},
 	config.KindBullMQ:    {Name: "jobs", Kind: "bullmq"},
+	config.KindCelery:    {Name: "tasks", Kind: "celery"},
 }
 
 func catalogSeed(t *testing.T, c *redis.Client) {
