@@ -78,7 +78,7 @@ func docCatalog(t *testing.T) map[string]docRow {
 // there.
 func kindOf(name string) config.Kind {
 	switch {
-	case strings.HasPrefix(name, "slot_jobs"), name == "slot_queue_jobs":
+	case strings.HasPrefix(name, "slot_jobs"), name == "slot_queue_jobs", name == "slot_family_max_wait_seconds":
 		return config.KindBullMQ
 	case name == "slot_workers":
 		return config.KindSidekiq
@@ -107,6 +107,7 @@ var catalogFamilies = map[config.Kind]redisproc.Family{
 	config.KindBullMQ:    {Name: "jobs", Kind: "bullmq"},
 	config.KindSidekiq:   {Name: "sidekiq_jobs", Kind: "sidekiq"},
 	config.KindRQ:        {Name: "rq_jobs", Kind: "rq"},
+	config.KindCelery:    {Name: "tasks", Kind: "celery"},
 }
 
 func catalogSeed(t *testing.T, c *redis.Client) {

@@ -134,6 +134,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(domainDescs[snapshot.FamilyLimit], f.Limit, fam)
 		}
 		gauge(domainDescs[snapshot.FamilyFloorLimit], f.FloorWindow.Seconds(), fam)
+		if f.MaxWait > 0 {
+			gauge(domainDescs[snapshot.FamilyMaxWait], f.MaxWait.Seconds(), fam)
+		}
 		gauge(descSweepDuration, f.Duration.Seconds(), fam)
 		if !f.LastSuccess.IsZero() {
 			gauge(descLastSweep, float64(f.LastSuccess.UnixNano())/1e9, fam)

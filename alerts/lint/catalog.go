@@ -77,6 +77,7 @@ var Catalog = []Metric{
 	{"slot_family_info", Gauge, []string{"family", "kind"}},
 	{"slot_family_limit", Gauge, []string{"family"}},
 	{"slot_family_floor_window_seconds", Gauge, []string{"family"}},
+	{"slot_family_max_wait_seconds", Gauge, []string{"family"}},
 
 	// The exporter's own metrics.
 	{"slot_exporter_up", Gauge, nil},

@@ -76,6 +76,7 @@ var (
 	QueueJobs        = &Metric{Name: "slot_queue_jobs", Help: "Jobs of one queue by state, as slot_jobs. Capped to leaks.per_user_series queues per family, anomalies first." + sampled, Type: Gauge, PerUser: true, UserLabel: "queue", Labels: []string{"state"}}
 	FamilyInfo       = &Metric{Name: "slot_family_info", Help: "1 per family, with its kind.", Type: Gauge, Labels: []string{"kind"}}
 	FamilyLimit      = &Metric{Name: "slot_family_limit", Help: "The family's limit (absent where it has none).", Type: Gauge}
+	FamilyMaxWait    = &Metric{Name: "slot_family_max_wait_seconds", Help: "The family's max_wait (list and queue-framework families): the longest a job may wait; alerts compare waiting ages with it.", Type: Gauge}
 	FamilyFloorLimit = &Metric{Name: "slot_family_floor_window_seconds", Help: "The family's floor threshold (0: the floor alert is off for it); alerts compare floors with it.", Type: Gauge}
 	// SamplingPeriod is the exporter's own: published with every sweep
 	// attempt, fresh or not (the collector emits it before judging
@@ -90,5 +91,5 @@ var Domain = []*Metric{
 	RateNoTTL, RateTTLBeyond, RateLockedOut, QueueItems, QueuesStalled, QueueHeadWait,
 	StreamEntries, StreamPending, StreamLag, StreamStuck, StreamDead, StreamRedeliver, StreamOldest,
 	Jobs, JobsOldest, Workers, JobsLost, QueueJobs,
-	FamilyInfo, FamilyLimit, FamilyFloorLimit, SamplingPeriod,
+	FamilyInfo, FamilyLimit, FamilyFloorLimit, FamilyMaxWait, SamplingPeriod,
 }
