@@ -222,6 +222,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Metrics:       metricsHandler(reg, *maxRequests, logger),
 		Source:        e,
 		FirstSeen:     e.FirstSeen,
+		Queue:         e.Queue,
 		Ready:         e.ready,
 		Reload:        e.reload,
 		EnablePprof:   *enablePprof,

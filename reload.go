@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/release"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
@@ -153,6 +154,15 @@ func (e *exporter) FirstSeen(family, key, member string) (int64, bool) {
 		return s.FirstSeen(family, key, member)
 	}
 	return 0, false
+}
+
+// Queue looks a framework family's queue up in the running sweeper, for
+// the on-call page.
+func (e *exporter) Queue(family, queue string) (kind.QueueView, bool) {
+	if s := e.sweeper.Load(); s != nil {
+		return s.Queue(family, queue)
+	}
+	return kind.QueueView{}, false
 }
 
 func (e *exporter) ready() bool {

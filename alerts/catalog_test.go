@@ -80,6 +80,10 @@ func docCatalog(t *testing.T) map[string]docRow {
 // there.
 func kindOf(name string) config.Kind {
 	switch {
+	case strings.HasPrefix(name, "slot_jobs"), name == "slot_queue_jobs", name == "slot_family_max_wait_seconds":
+		return config.KindBullMQ
+	case name == "slot_workers":
+		return config.KindSidekiq
 	case strings.HasPrefix(name, "slot_ratelimit_"):
 		return config.KindRateLimit
 	case strings.HasPrefix(name, "slot_queue"):
@@ -102,6 +106,10 @@ var catalogFamilies = map[config.Kind]redisproc.Family{
 	config.KindLock:      {Name: "jobs_lock", Kind: "lock", Match: "lock:job:*", TTL: 30 * time.Second, MaxHold: 10 * time.Minute},
 	config.KindList:      {Name: "mail_queue", Kind: "list", Match: "queue:mail:*", Extra: []string{"max_wait: 5m"}},
 	config.KindStream:    {Name: "events", Kind: "stream", Match: "stream:events:*", MaxHold: 5 * time.Minute},
+	config.KindBullMQ:    {Name: "jobs", Kind: "bullmq"},
+	config.KindSidekiq:   {Name: "sidekiq_jobs", Kind: "sidekiq"},
+	config.KindRQ:        {Name: "rq_jobs", Kind: "rq"},
+	config.KindCelery:    {Name: "tasks", Kind: "celery"},
 }
 
 func catalogSeed(t *testing.T, c *redis.Client) {
@@ -121,6 +129,22 @@ func catalogSeed(t *testing.T, c *redis.Client) {
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "stream:events:{s1}", Values: []string{"n", fmt.Sprint(i)}})
 	}
 	pipe.XGroupCreate(ctx, "stream:events:{s1}", "g1", "0")
+	// A BullMQ queue with a job waiting and one started by a worker that
+	// is gone (no lock): a queue series.
+	pipe.Incr(ctx, "bull:mail:id")
+	pipe.LPush(ctx, "bull:mail:wait", "2")
+	pipe.HSet(ctx, "bull:mail:2", "name", "welcome", "timestamp", time.Now().UnixMilli())
+	pipe.LPush(ctx, "bull:mail:active", "1")
+	pipe.HSet(ctx, "bull:mail:1", "name", "welcome", "timestamp", time.Now().UnixMilli(), "processedOn", time.Now().UnixMilli(), "atm", 1)
+	// Sidekiq: a job waiting and a process listed whose heartbeat is
+	// gone (dead). RQ: a job started by a worker that is gone (its
+	// registry entry past its expiry).
+	pipe.SAdd(ctx, "queues", "default")
+	pipe.LPush(ctx, "queue:default", fmt.Sprintf(`{"jid":"j1","class":"Job","enqueued_at":%d}`, time.Now().Unix()))
+	pipe.SAdd(ctx, "processes", "host:1:abc")
+	pipe.SAdd(ctx, "rq:queues", "rq:queue:default")
+	pipe.ZAdd(ctx, "rq:wip:default", redis.Z{Score: float64(time.Now().Unix() - 60), Member: "r1"})
+	pipe.HSet(ctx, "rq:job:r1", "description", "tasks.run()", "started_at", time.Now().UTC().Add(-2*time.Minute).Format("2006-01-02T15:04:05.000000Z"))
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}

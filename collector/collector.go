@@ -40,7 +40,11 @@ var domainDescs = func() map[*snapshot.Metric]*prometheus.Desc {
 	for _, d := range snapshot.Domain {
 		labels := []string{"family"}
 		if d.PerUser {
-			labels = append(labels, "user")
+			user := "user"
+			if d.UserLabel != "" {
+				user = d.UserLabel
+			}
+			labels = append(labels, user)
 		}
 		m[d] = desc(d.Name, d.Help, append(labels, d.Labels...)...)
 	}
@@ -130,6 +134,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(domainDescs[snapshot.FamilyLimit], f.Limit, fam)
 		}
 		gauge(domainDescs[snapshot.FamilyFloorLimit], f.FloorWindow.Seconds(), fam)
+		if f.MaxWait > 0 {
+			gauge(domainDescs[snapshot.FamilyMaxWait], f.MaxWait.Seconds(), fam)
+		}
 		gauge(descSweepDuration, f.Duration.Seconds(), fam)
 		if !f.LastSuccess.IsZero() {
 			gauge(descLastSweep, float64(f.LastSuccess.UnixNano())/1e9, fam)

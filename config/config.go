@@ -23,10 +23,18 @@ const (
 	KindLock      Kind = "lock"
 	KindList      Kind = "list"
 	KindStream    Kind = "stream"
+
+	// Queue frameworks: the queue, not a key, is their unit; see
+	// framework.go.
+	KindBullMQ  Kind = "bullmq"
+	KindSidekiq Kind = "sidekiq"
+	KindRQ      Kind = "rq"
+	KindCelery  Kind = "celery"
 )
 
 // Kinds lists every kind, in the order errors name them.
-var Kinds = []Kind{KindSlotSet, KindCounter, KindRateLimit, KindLock, KindList, KindStream}
+var Kinds = []Kind{KindSlotSet, KindCounter, KindRateLimit, KindLock, KindList, KindStream,
+	KindBullMQ, KindSidekiq, KindRQ, KindCelery}
 
 // Score modes of slot-set members.
 const (
@@ -168,6 +176,16 @@ type Family struct {
 	PopSide string        `yaml:"pop_side"` // right (default) or left
 	// stream only.
 	MaxDeliveries int `yaml:"max_deliveries"` // default 5
+
+	// Queue frameworks (bullmq, sidekiq, rq, celery), which also take
+	// max_wait and max_hold. Prefix is the framework's key prefix (bullmq
+	// default "bull", rq default "rq", a sidekiq namespace: none); Queues
+	// are the queues watched (default: every queue found).
+	Prefix string   `yaml:"prefix"`
+	Queues []string `yaml:"queues"`
+	// VisibilityTimeout is celery's (kombu's) visibility_timeout: an
+	// unacked message older than it is restored by the next worker.
+	VisibilityTimeout time.Duration `yaml:"visibility_timeout"`
 
 	// UserRegexp is User compiled, or the regexp derived from Match.
 	UserRegexp *regexp.Regexp `yaml:"-"`

@@ -61,35 +61,47 @@ var badConfigs = map[string]string{
 	"bad-per-user-series.yml":     "leaks.per_user_series: must be >= 0",
 
 	// families.
-	"bad-name-missing.yml":        "families[0].name: required",
-	"bad-name-invalid.yml":        `families[0].name: invalid name "my streams" (want letters, digits, _, - and . only)`,
-	"bad-duplicate-name.yml":      `families[1].name: duplicate name "streams" (also families[0])`,
-	"bad-kind.yml":                `families[0].kind: unknown kind "semaphore" (want slotset, counter, ratelimit, lock, list or stream)`,
-	"bad-ratelimit-window.yml":    "families[0].window: required for kind ratelimit (the fixed window the key's TTL is set to)",
-	"bad-lock-ttl.yml":            "families[0].ttl: required for kind lock (the lease the holder sets with PX)",
-	"bad-lock-heartbeat.yml":      "families[0].heartbeat_interval: not used by kind lock",
-	"bad-list-max-wait.yml":       "families[0].max_wait: required for kind list (how long an element may stay next before the queue counts as stalled)",
-	"bad-list-pop-side.yml":       `families[0].pop_side: unknown side "middle" (want right or left)`,
-	"bad-stream-max-hold.yml":     "families[0].max_hold: required for kind stream (how long an entry may stay pending)",
-	"bad-stream-deliveries.yml":   "families[0].max_deliveries: must be >= 1",
-	"bad-score-mode.yml":          `families[0].score: unknown score mode "refresh" (want expiry or heartbeat)`,
-	"bad-family-floor-window.yml": "families[0].floor_window: must be 0 or >= sampling.window",
-	"bad-match-no-star.yml":       "families[0].match: must contain a * (what it matches is the user) unless user is set",
-	"bad-match-class.yml":         "families[0].match: unterminated [ class",
-	"bad-user-regexp.yml":         "families[0].user: invalid regexp: missing closing ): `^joishi:streams:(.*`",
-	"bad-user-no-group.yml":       "families[0].user: has no capture group (its first group is the user)",
-	"bad-limit-missing.yml":       "families[0].limit: required for kind slotset",
-	"bad-limit.yml":               "families[0].limit: must be >= 1",
-	"bad-ttl-missing.yml":         "families[0].ttl: required for kind slotset",
-	"bad-heartbeat.yml":           "families[0].heartbeat_interval: must be shorter than ttl",
-	"bad-max-hold.yml":            "families[0].max_hold: must be longer than ttl",
-	"bad-stale-after-short.yml":   "families[0].stale_after: must be longer than heartbeat_interval",
-	"bad-stale-after-ttl.yml":     "families[0].stale_after: must be shorter than ttl (a member expires before it could be stale)",
-	"bad-stale-after-default.yml": "families[0].stale_after: the default, 2 x heartbeat_interval (1m0s), is not shorter than ttl; set stale_after between heartbeat_interval and ttl",
-	"bad-clock-skew.yml":          "families[0].clock_skew_tolerance: must be >= 0",
-	"bad-score-unit.yml":          `families[0].score_unit: unknown unit "us" (want ms or s)`,
-	"bad-counter-ttl.yml":         "families[1].ttl: not used by kind counter",
-	"bad-counter-score-unit.yml":  "families[0].score_unit: not used by kind counter",
+	"bad-name-missing.yml":           "families[0].name: required",
+	"bad-name-invalid.yml":           `families[0].name: invalid name "my streams" (want letters, digits, _, - and . only)`,
+	"bad-duplicate-name.yml":         `families[1].name: duplicate name "streams" (also families[0])`,
+	"bad-kind.yml":                   `families[0].kind: unknown kind "semaphore" (want slotset, counter, ratelimit, lock, list, stream, bullmq, sidekiq, rq or celery)`,
+	"bad-ratelimit-window.yml":       "families[0].window: required for kind ratelimit (the fixed window the key's TTL is set to)",
+	"bad-lock-ttl.yml":               "families[0].ttl: required for kind lock (the lease the holder sets with PX)",
+	"bad-lock-heartbeat.yml":         "families[0].heartbeat_interval: not used by kind lock",
+	"bad-list-max-wait.yml":          "families[0].max_wait: required for kind list (how long an element may stay next before the queue counts as stalled)",
+	"bad-list-pop-side.yml":          `families[0].pop_side: unknown side "middle" (want right or left)`,
+	"bad-stream-max-hold.yml":        "families[0].max_hold: required for kind stream (how long an entry may stay pending)",
+	"bad-stream-deliveries.yml":      "families[0].max_deliveries: must be >= 1",
+	"bad-framework-match.yml":        "families[0].match: not used by kind bullmq (the queue is its unit: its queues are found under prefix)",
+	"bad-framework-user.yml":         "families[0].user: not used by kind rq (the queue is its unit: its queues are found under prefix)",
+	"bad-framework-limit.yml":        "families[0].limit: not used by kind sidekiq (the queue is its unit: its queues are found under prefix)",
+	"bad-framework-prefix.yml":       `families[0].prefix: "bull*" holds a SCAN pattern character (*, ?, [, ] or \)`,
+	"bad-framework-prefix-empty.yml": "families[0].prefix: must not be empty",
+	"bad-framework-queues.yml":       `families[0].queues[2]: duplicate queue "mail" (also queues[0])`,
+	"bad-framework-queue-empty.yml":  "families[0].queues[1]: must not be empty",
+	"bad-framework-max-wait.yml":     "families[0].max_wait: must be > 0",
+	"bad-framework-max-hold.yml":     "families[0].max_hold: must be > 0",
+	"bad-celery-visibility.yml":      "families[0].visibility_timeout: must be > 0",
+	"bad-celery-max-hold.yml":        "families[0].max_hold: not used by kind celery",
+	"bad-bullmq-visibility.yml":      "families[0].visibility_timeout: not used by kind bullmq",
+	"bad-score-mode.yml":             `families[0].score: unknown score mode "refresh" (want expiry or heartbeat)`,
+	"bad-family-floor-window.yml":    "families[0].floor_window: must be 0 or >= sampling.window",
+	"bad-match-no-star.yml":          "families[0].match: must contain a * (what it matches is the user) unless user is set",
+	"bad-match-class.yml":            "families[0].match: unterminated [ class",
+	"bad-user-regexp.yml":            "families[0].user: invalid regexp: missing closing ): `^joishi:streams:(.*`",
+	"bad-user-no-group.yml":          "families[0].user: has no capture group (its first group is the user)",
+	"bad-limit-missing.yml":          "families[0].limit: required for kind slotset",
+	"bad-limit.yml":                  "families[0].limit: must be >= 1",
+	"bad-ttl-missing.yml":            "families[0].ttl: required for kind slotset",
+	"bad-heartbeat.yml":              "families[0].heartbeat_interval: must be shorter than ttl",
+	"bad-max-hold.yml":               "families[0].max_hold: must be longer than ttl",
+	"bad-stale-after-short.yml":      "families[0].stale_after: must be longer than heartbeat_interval",
+	"bad-stale-after-ttl.yml":        "families[0].stale_after: must be shorter than ttl (a member expires before it could be stale)",
+	"bad-stale-after-default.yml":    "families[0].stale_after: the default, 2 x heartbeat_interval (1m0s), is not shorter than ttl; set stale_after between heartbeat_interval and ttl",
+	"bad-clock-skew.yml":             "families[0].clock_skew_tolerance: must be >= 0",
+	"bad-score-unit.yml":             `families[0].score_unit: unknown unit "us" (want ms or s)`,
+	"bad-counter-ttl.yml":            "families[1].ttl: not used by kind counter",
+	"bad-counter-score-unit.yml":     "families[0].score_unit: not used by kind counter",
 }
 
 // secrets that bad configs hold and that no error may echo.
@@ -279,6 +291,11 @@ func TestExamplesLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	frameworks, err := filepath.Glob("../examples/frameworks/*.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, frameworks...)
 	if len(files) < 3 {
 		t.Fatalf("found %d example configs, want at least 3", len(files))
 	}
@@ -328,7 +345,7 @@ func TestParseDetails(t *testing.T) {
 		{"non-string key", "redis: {addr: 'h:1', [a]: b}\n" + fam, "redis: field names must be strings, not a list"},
 		{"bad merge", "redis: {addr: 'h:1', <<: 3}\n" + fam, "redis: << must merge a mapping or a list of mappings, not an integer"},
 		{"counter ttl 0 is still set", "redis: {addr: 'h:1'}\nfamilies: [{name: a, kind: counter, match: 'a:*', limit: 1, ttl: 0s}]\n", "families[0].ttl: not used by kind counter"},
-		{"kind missing", "redis: {addr: 'h:1'}\nfamilies: [{name: a, match: 'a:*', limit: 1}]\n", "families[0].kind: required (slotset, counter, ratelimit, lock, list or stream)"},
+		{"kind missing", "redis: {addr: 'h:1'}\nfamilies: [{name: a, match: 'a:*', limit: 1}]\n", "families[0].kind: required (slotset, counter, ratelimit, lock, list, stream, bullmq, sidekiq, rq or celery)"},
 		{"no star but user", "redis: {addr: 'h:1'}\nfamilies: [{name: a, kind: counter, match: 'a:b', user: '^(a):b$', limit: 1}]\n", ""},
 		{"escaped star is no star", "redis: {addr: 'h:1'}\nfamilies: [{name: a, kind: counter, match: 'a:\\*', limit: 1}]\n", "families[0].match: must contain a * (what it matches is the user) unless user is set"},
 		{"dial_timeout", "redis: {addr: 'h:1', dial_timeout: 0s}\n" + fam, "redis.dial_timeout: must be > 0"},
@@ -508,6 +525,11 @@ func TestGoodKinds(t *testing.T) {
 		{"jobs_lock skew default", got["jobs_lock"].ClockSkewTolerance == DefaultClockSkewTolerance && got["jobs_lock"].Limit == 0},
 		{"mail_queue pops right", got["mail_queue"].PopSide == PopRight && got["mail_queue"].MaxWait == 5*time.Minute},
 		{"events max_deliveries", got["events"].MaxDeliveries == 5},
+		{"jobs: bullmq defaults", got["jobs"].Prefix == "bull" && got["jobs"].Match == "bull:*:id" && got["jobs"].MaxHold == 30*time.Minute && got["jobs"].Watches("any")},
+		{"mailers: prefix and queues", got["mailers"].Match == "{mail}:*:id" && got["mailers"].MaxWait == DefaultFrameworkMaxWait && got["mailers"].Watches("digest") && !got["mailers"].Watches("other")},
+		{"sidekiq: no namespace", got["sidekiq_jobs"].Prefix == "" && got["sidekiq_jobs"].Match == "queues" && got["sidekiq_jobs"].MaxHold == DefaultFrameworkMaxHold},
+		{"rq: prefix rq", got["rq_jobs"].Match == "rq:queues"},
+		{"celery: visibility_timeout", got["celery_tasks"].VisibilityTimeout == 2*time.Hour && got["celery_tasks"].MaxHold == 0},
 	} {
 		if !tc.ok {
 			t.Errorf("%s: not as written or defaulted: %+v", tc.name, got)
@@ -517,5 +539,27 @@ func TestGoodKinds(t *testing.T) {
 		if f.MatchRegexp == nil || f.UserRegexp == nil {
 			t.Errorf("%s: matchers not compiled at load", f.Name)
 		}
+	}
+	// A framework's discovery key names its queue (bullmq) or the set
+	// that lists them; a job's own keys are not discovery keys.
+	for _, tc := range []struct {
+		fam, key, want string
+		ok             bool
+	}{
+		{"jobs", "bull:mail:id", "mail", true},
+		{"jobs", "bull:a:b:id", "a:b", true},
+		{"mailers", "{mail}:welcome:id", "welcome", true},
+		{"sidekiq_jobs", "queues", "queues", true},
+		{"rq_jobs", "rq:queues", "rq:queues", true},
+		{"celery_tasks", "_kombu.binding.celery", "celery", true},
+	} {
+		f := got[tc.fam]
+		u, ok := f.UserOf(tc.key)
+		if ok != tc.ok || u != tc.want || !f.MatchRegexp.MatchString(tc.key) {
+			t.Errorf("%s: UserOf(%q) = %q, %v (match %v), want %q", tc.fam, tc.key, u, ok, f.MatchRegexp.MatchString(tc.key), tc.want)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate after Load: %v", err)
 	}
 }

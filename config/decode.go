@@ -350,5 +350,8 @@ func decodeFamily(n *yaml.Node, path string, f *Family) (present, error) {
 		"max_wait":             duration(&f.MaxWait),
 		"pop_side":             str(&f.PopSide),
 		"max_deliveries":       integer(&f.MaxDeliveries),
+		"prefix":               str(&f.Prefix),
+		"queues":               strList(&f.Queues),
+		"visibility_timeout":   duration(&f.VisibilityTimeout),
 	}, nil)
 }

@@ -118,6 +118,8 @@ func applyDefaults(c *Config, p *presence) {
 			if !set["max_deliveries"] {
 				f.MaxDeliveries = DefaultMaxDeliveries
 			}
+		case KindBullMQ, KindSidekiq, KindRQ, KindCelery:
+			frameworkDefaults(f, set)
 		}
 	}
 }
@@ -172,6 +174,9 @@ func (c *Config) Validate() error {
 			"max_wait":             f.MaxWait != 0,
 			"pop_side":             f.PopSide != "",
 			"max_deliveries":       f.MaxDeliveries != 0,
+			"prefix":               f.Prefix != "",
+			"queues":               f.Queues != nil,
+			"visibility_timeout":   f.VisibilityTimeout != 0,
 		})
 	}
 	_, err := validate(c, p)

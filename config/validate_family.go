@@ -18,11 +18,15 @@ var kindFields = map[Kind][]string{
 	KindLock:      {"ttl", "max_hold", "clock_skew_tolerance"},
 	KindList:      {"max_wait", "pop_side"},
 	KindStream:    {"max_hold", "max_deliveries"},
+	KindBullMQ:    {"prefix", "queues", "max_wait", "max_hold"},
+	KindSidekiq:   {"prefix", "queues", "max_wait", "max_hold"},
+	KindRQ:        {"prefix", "queues", "max_wait", "max_hold"},
+	KindCelery:    {"queues", "max_wait", "visibility_timeout"},
 }
 
 // kindSpecific lists every kind-specific field, in the order they are
 // checked.
-var kindSpecific = []string{"ttl", "heartbeat_interval", "max_hold", "stale_after", "clock_skew_tolerance", "score_unit", "score", "window", "max_wait", "pop_side", "max_deliveries"}
+var kindSpecific = []string{"ttl", "heartbeat_interval", "max_hold", "stale_after", "clock_skew_tolerance", "score_unit", "score", "window", "max_wait", "pop_side", "max_deliveries", "prefix", "queues", "visibility_timeout"}
 
 func kindList() string {
 	names := make([]string, len(Kinds))
@@ -46,6 +50,9 @@ func validateFamily(f *Family, path string, set present) (*regexp.Regexp, error)
 		return nil, fmt.Errorf("%s.kind: required (%s)", path, kindList())
 	case !known:
 		return nil, fmt.Errorf("%s.kind: unknown kind %q (want %s)", path, f.Kind, kindList())
+	}
+	if f.Kind.Framework() {
+		return validateFramework(f, path, set, allowed)
 	}
 
 	if f.Match == "" {

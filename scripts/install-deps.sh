@@ -23,9 +23,17 @@ fi
 # rate-limiter-flexible from Node (examples/libraries).
 command -v node            >/dev/null || need+=(nodejs)
 command -v npm             >/dev/null || need+=(npm)
+# The queue-framework tests drive Celery with its Redis transport
+# (examples/libraries/celery), with Debian's python3-celery for
+# /usr/bin/python3.
+/usr/bin/python3 -c 'import celery, redis' >/dev/null 2>&1 || need+=(python3-celery python3-redis)
 # A redis-server with a movable clock (internal/redistest.StartFakeClock).
 command -v faketime        >/dev/null || need+=(faketime)
 compgen -G '/usr/lib/*/libtcmalloc_minimal.so.4' >/dev/null || need+=(libtcmalloc-minimal4)
+# The framework tests run real Sidekiq 6.4 (Ruby) and RQ 1.13 (for Debian's
+# /usr/bin/python3) workers (examples/frameworks).
+command -v sidekiq         >/dev/null || need+=(ruby-sidekiq)
+/usr/bin/python3 -c 'import rq' 2>/dev/null || need+=(python3-rq)
 
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0

@@ -65,10 +65,19 @@ var Catalog = []Metric{
 	{"slot_stream_redelivered", Gauge, []string{"family"}},
 	{"slot_stream_oldest_pending_seconds", Gauge, []string{"family", "user", "group"}},
 
+	// Queue frameworks (bullmq, sidekiq, rq, celery): the queue stands
+	// where a user stands.
+	{"slot_jobs", Gauge, []string{"family", "state"}},
+	{"slot_jobs_oldest_seconds", Gauge, []string{"family", "state"}},
+	{"slot_workers", Gauge, []string{"family", "state"}},
+	{"slot_jobs_lost_total", Counter, []string{"family"}},
+	{"slot_queue_jobs", Gauge, []string{"family", "queue", "state"}},
+
 	// The family's configuration, for thresholds that follow it.
 	{"slot_family_info", Gauge, []string{"family", "kind"}},
 	{"slot_family_limit", Gauge, []string{"family"}},
 	{"slot_family_floor_window_seconds", Gauge, []string{"family"}},
+	{"slot_family_max_wait_seconds", Gauge, []string{"family"}},
 
 	// The exporter's own metrics.
 	{"slot_exporter_up", Gauge, nil},

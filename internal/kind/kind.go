@@ -9,6 +9,7 @@ package kind
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 
@@ -38,6 +39,11 @@ type Sweep struct {
 	// the kind keeps what it needs of each key it applies. Without it a
 	// Replayer holds nothing it would not track anyway.
 	Hold bool
+	// Skipped counts, by reason, what a kind skipped inside a key it
+	// read (a framework's job hash that is not a hash); nil: not counted.
+	Skipped *[redisread.NumSkipReasons]uint64
+	// Log is the family's logger, for data a kind skips; nil: no lines.
+	Log *slog.Logger
 }
 
 // Key is one read key with its identity.
@@ -200,6 +206,9 @@ func NotifyClasses(k config.Kind) string {
 		return "l"
 	case config.KindStream:
 		return "t"
+	case config.KindSidekiq, config.KindRQ, config.KindCelery:
+		// The set that names their queues.
+		return "s"
 	}
 	return "$"
 }

@@ -104,8 +104,12 @@ func (c Config) YAML() string {
 // yaml renders one family as an item of the families block.
 func (f Family) yaml() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "  - name: %s\n    kind: %s\n    match: %s\n", f.Name, f.Kind, quote(f.Match))
+	fmt.Fprintf(&b, "  - name: %s\n    kind: %s\n", f.Name, f.Kind)
 	line := func(k, v string) { fmt.Fprintf(&b, "    %s: %s\n", k, v) }
+	if f.Match != "" {
+		// Queue frameworks take none: their keys follow from the kind.
+		line("match", quote(f.Match))
+	}
 	if f.User != "" {
 		line("user", quote(f.User))
 	}

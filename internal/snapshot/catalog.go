@@ -18,7 +18,10 @@ type Metric struct {
 	Help    string
 	Type    ValueType
 	PerUser bool
-	Labels  []string
+	// UserLabel names the per-user label where it is not "user": a queue
+	// framework's queue stands where a user stands.
+	UserLabel string
+	Labels    []string
 }
 
 // sampled goes into every domain HELP so that whoever reads /metrics learns
@@ -66,8 +69,14 @@ var (
 	StreamDead       = domain("slot_stream_consumers_dead", Gauge, "Consumers with pending entries, idle for longer than max_hold.")
 	StreamRedeliver  = domain("slot_stream_redelivered", Gauge, "Pending entries delivered more than max_deliveries times: poison jobs.")
 	StreamOldest     = perUser("slot_stream_oldest_pending_seconds", "Age of the oldest pending entry of a group, from its ID's time.", "group")
+	Jobs             = domain("slot_jobs", Gauge, "Jobs of a queue framework's family by state: waiting, active (owner alive), orphaned (started, owner gone), stuck (active longer than max_hold with its lock still renewed), scheduled, overdue (scheduled and due more than max_wait ago).", "state")
+	JobsOldest       = domain("slot_jobs_oldest_seconds", Gauge, "Age of the oldest job waiting (the queue's latency) and of the oldest orphaned job; 0 when there is none.", "state")
+	Workers          = domain("slot_workers", Gauge, "Registered workers of a queue framework that registers them (sidekiq, rq): live, or dead (heartbeat gone).", "state")
+	JobsLost         = domain("slot_jobs_lost_total", Counter, "Started jobs that vanished with their dead owner, never finished, failed or requeued.")
+	QueueJobs        = &Metric{Name: "slot_queue_jobs", Help: "Jobs of one queue by state, as slot_jobs. Capped to leaks.per_user_series queues per family, anomalies first." + sampled, Type: Gauge, PerUser: true, UserLabel: "queue", Labels: []string{"state"}}
 	FamilyInfo       = &Metric{Name: "slot_family_info", Help: "1 per family, with its kind.", Type: Gauge, Labels: []string{"kind"}}
 	FamilyLimit      = &Metric{Name: "slot_family_limit", Help: "The family's limit (absent where it has none).", Type: Gauge}
+	FamilyMaxWait    = &Metric{Name: "slot_family_max_wait_seconds", Help: "The family's max_wait (list and queue-framework families): the longest a job may wait; alerts compare waiting ages with it.", Type: Gauge}
 	FamilyFloorLimit = &Metric{Name: "slot_family_floor_window_seconds", Help: "The family's floor threshold (0: the floor alert is off for it); alerts compare floors with it.", Type: Gauge}
 	// SamplingPeriod is the exporter's own: published with every sweep
 	// attempt, fresh or not (the collector emits it before judging
@@ -81,5 +90,6 @@ var Domain = []*Metric{
 	Acquires, HoldsEnded, HoldDuration, Heartbeats, WithoutTTL, ExpiringEarly, CountersNeg,
 	RateNoTTL, RateTTLBeyond, RateLockedOut, QueueItems, QueuesStalled, QueueHeadWait,
 	StreamEntries, StreamPending, StreamLag, StreamStuck, StreamDead, StreamRedeliver, StreamOldest,
-	FamilyInfo, FamilyLimit, FamilyFloorLimit, SamplingPeriod,
+	Jobs, JobsOldest, Workers, JobsLost, QueueJobs,
+	FamilyInfo, FamilyLimit, FamilyFloorLimit, FamilyMaxWait, SamplingPeriod,
 }

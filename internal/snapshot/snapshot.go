@@ -79,6 +79,8 @@ type Family struct {
 	// FloorWindow is the family's floor threshold; 0 turns the floor
 	// alert off for it.
 	FloorWindow time.Duration
+	// MaxWait is the family's max_wait (lists, queue frameworks); 0: none.
+	MaxWait time.Duration
 
 	// OK is true when the latest sweep succeeded.
 	OK bool

@@ -196,7 +196,7 @@ func (f *family) emptySnapshot(period time.Duration) *snapshot.Family {
 	lim := f.limits
 	return &snapshot.Family{
 		Name: f.cfg.Name, Kind: string(f.cfg.Kind),
-		Limit: float64(lim.Limit), HasLimit: lim.Limit > 0, FloorWindow: f.cfg.FloorWindow,
+		Limit: float64(lim.Limit), HasLimit: lim.Limit > 0, FloorWindow: f.cfg.FloorWindow, MaxWait: f.cfg.MaxWait,
 		StaleAfter: f.staleAfter(period), OverLimitShown: lim.OverLimitIsAnomaly,
 	}
 }

@@ -124,7 +124,7 @@ func (f *family) begin(ctx context.Context) (*sweepRun, []redisread.Node, error)
 	f.clock.Store(&clockReading{skew: mid.Sub(t), at: after.UnixNano()})
 	st.lost.check(ctx, nodes, f.log())
 
-	run := &sweepRun{Sweep: kind.Sweep{Now: t.UnixMilli(), Floor: st.floor, Carry: track.Carry{}},
+	run := &sweepRun{Sweep: kind.Sweep{Now: t.UnixMilli(), Floor: st.floor, Carry: track.Carry{}, Skipped: &st.skipped, Log: f.log()},
 		start: start, after: after, began: began, resumable: f.s.watcher == nil,
 		progress: make(map[string]*redisread.Progress, len(nodes)), reconciled: map[string]bool{}}
 	for _, n := range nodes {

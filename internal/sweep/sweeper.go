@@ -325,6 +325,20 @@ func (s *Sweeper) FirstSeen(family, key, member string) (int64, bool) {
 	return 0, false
 }
 
+// Queue returns a queue of a framework family from its latest sweep, for
+// the on-call page. It waits for a sweep in progress to finish.
+func (s *Sweeper) Queue(family, queue string) (kind.QueueView, bool) {
+	for _, f := range s.fams {
+		if f.cfg.Name != family {
+			continue
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return kind.QueueOf(f.state.tracker, queue)
+	}
+	return kind.QueueView{}, false
+}
+
 // Topology is how the sweeper finds the servers, for live reads of one
 // key (the on-call page).
 func (s *Sweeper) Topology() *redisread.Topology { return s.topo }

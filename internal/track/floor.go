@@ -345,11 +345,11 @@ func (f *FloorTracker) Top(n int, now int64) ([]UserView, int) {
 	f.lastGen = 0
 	for i := range f.users.Len() {
 		uh, u := f.users.At(i)
-		v := UserView{User: f.name(uh, u), Used: u.used, UsedMax: u.w0used, Anomaly: u.flags != 0, Flags: u.flags}
+		v := UserView{User: f.name(uh, u), Used: u.used, UsedMax: u.w0used, Anomaly: u.flags&^Listed != 0, Flags: u.flags}
 		if u.bits&recNonzero != 0 {
 			v.FloorSeconds = float64(max(now-f.timeOf(u.since), 0)) / 1000
 		}
-		if v.UsedMax <= 0 && v.FloorSeconds == 0 && !v.Anomaly {
+		if v.UsedMax <= 0 && v.FloorSeconds == 0 && u.flags == 0 {
 			continue
 		}
 		total++

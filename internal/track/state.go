@@ -52,6 +52,10 @@ const (
 	// AnomalyKind is a kind's own anomaly (a rate counter that cannot
 	// restart, a stalled queue, a dead stream consumer).
 	AnomalyKind
+	// Listed is no anomaly: it keeps a user with nothing in used (a
+	// framework's queue with jobs waiting but none orphaned) among the
+	// users the series cap may show, after every anomaly.
+	Listed
 )
 
 // Anomaly is the user anomaly bit a member in this state raises.

@@ -218,6 +218,10 @@ func (h *Handler) user(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	user := r.PathValue("user")
+	if f.Kind.Framework() {
+		h.queue(w, f, user)
+		return
+	}
 	if !h.allowLive(w) {
 		return
 	}

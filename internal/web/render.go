@@ -34,7 +34,7 @@ func init() {
 		panic(err)
 	}
 	styleCSS = template.CSS(css)
-	for _, name := range []string{"leaks", "user", "preview", "result", "error"} {
+	for _, name := range []string{"leaks", "user", "queue", "preview", "result", "error"} {
 		pages[name] = template.Must(template.ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/release"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
@@ -61,6 +62,9 @@ type Options struct {
 	// FirstSeen supplies first-seen times to the user page; nil: not
 	// tracked.
 	FirstSeen release.FirstSeenFunc
+	// Queue supplies a queue framework's queue, from the latest sweep, to
+	// the user page of its families; nil: none.
+	Queue func(family, queue string) (kind.QueueView, bool)
 
 	// LiveReads bounds the live reads of the user and preview pages
 	// (per second, with a burst); 0 takes the defaults.

@@ -1,0 +1,311 @@
+package kind
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
+)
+
+// celery reads Celery's Redis broker as kombu's Redis transport writes it
+// (kombu 5.2.4 with Celery 5.2.6, kombu/transport/redis.py):
+//
+//   - _kombu.binding.<exchange>, a set whose members are routing key,
+//     pattern and queue joined by "\x06\x16": the discovery keys. The
+//     fanout exchanges celery uses for events and remote control
+//     (celeryev, *.pidbox) are pub/sub, not lists, and are passed over;
+//   - each queue is a list (LPUSH to publish, BRPOP from the right: the
+//     next message is at index -1), with one more list per priority step
+//     above 0: <queue>\x06\x16<3|6|9>;
+//   - unacked, a hash delivery tag -> JSON [message, exchange, routing
+//     key], and unacked_index, a zset delivery tag -> delivery time (Unix
+//     seconds): every message a worker took and has not acked, prefetched
+//     ones included, and the running task itself with acks_late.
+//
+// A worker SIGKILLed leaves its messages in unacked. Only a worker
+// restores them, at its start and about every 100 s after, and only those
+// delivered more than visibility_timeout ago (1 h by default); a worker
+// that shuts down cleanly restores its own at once. So an unacked message
+// delivered more than visibility_timeout ago is orphaned (its worker died
+// or hangs); any other is active. Messages carry no enqueue time: a
+// queue's waiting age is how long its next message has been next, as the
+// exporter saw it (the list kind's head wait).
+//
+// Per sweep, the first batch of discovery keys also reads the unacked
+// index (its celeryUnackedScan oldest entries) and their messages, which
+// are counted under the queue their routing key names. Beyond that many,
+// unacked messages are not counted. An index entry whose message is
+// missing, or a message that is not the JSON kombu writes, is skipped and
+// counted as bad_value.
+func init() {
+	registerFramework(config.KindCelery, func() frameworkLayout { return &celeryLayout{heads: map[string]celeryHead{}} })
+}
+
+const (
+	celerySep         = "\x06\x16"
+	celeryUnackedScan = 1000
+)
+
+var celeryPriorities = []string{"", celerySep + "3", celerySep + "6", celerySep + "9"}
+
+type celeryLayout struct {
+	visibility int64 // ms
+	watches    func(string) bool
+
+	mu    sync.Mutex
+	heads map[string]celeryHead // by queue: its next message, and since when
+}
+
+type celeryHead struct {
+	hash  uint64
+	since int64 // Redis ms
+}
+
+func (l *celeryLayout) configure(f *config.Family) {
+	l.visibility = f.VisibilityTimeout.Milliseconds()
+	fam := *f
+	l.watches = fam.Watches
+}
+
+func (l *celeryLayout) reads(now int64) redisread.Reads { return &celeryReads{l: l, now: now} }
+
+func (l *celeryLayout) settle(reads []*FrameworkRead, _ bool) int64 {
+	seen := map[string]bool{}
+	for _, fr := range reads {
+		for _, q := range fr.Queues {
+			seen[q.Queue] = true
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for q := range l.heads {
+		if !seen[q] {
+			delete(l.heads, q)
+		}
+	}
+	return 0
+}
+
+func (l *celeryLayout) registersWorkers() bool { return false }
+func (l *celeryLayout) recovery() string {
+	return "Celery (kombu's Redis transport) restores an unacked message to its queue only from a worker: when one starts, and about every 100 s after, for messages delivered more than visibility_timeout ago; the task then runs again. Start a worker that consumes this queue; nothing else restores them."
+}
+
+// headSince is when the queue's next message (hash h) became next, as
+// first seen at now; an empty queue (ok false) forgets it.
+func (l *celeryLayout) headSince(queue string, h uint64, ok bool, now int64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !ok {
+		delete(l.heads, queue)
+		return -1
+	}
+	if cur, seen := l.heads[queue]; seen && cur.hash == h {
+		return cur.since
+	}
+	l.heads[queue] = celeryHead{hash: h, since: now}
+	return now
+}
+
+type celeryReads struct {
+	l   *celeryLayout
+	now int64
+	// unackedDone: the unacked index is read once per sweep, with the
+	// first batch.
+	mu          sync.Mutex
+	unackedDone bool
+}
+
+type celeryQueue struct {
+	q     QueueJobs
+	lens  []*redis.IntCmd
+	heads []*redis.StringCmd
+}
+
+func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string, reads []redisread.KeyRead) error {
+	pipe := cl.Pipeline()
+	members := make([]*redis.StringSliceCmd, len(keys))
+	for i, k := range keys {
+		reads[i].Key = k
+		members[i] = pipe.SMembers(ctx, k)
+	}
+	c.mu.Lock()
+	first := !c.unackedDone
+	c.unackedDone = true
+	c.mu.Unlock()
+	var index *redis.ZSliceCmd
+	if first {
+		index = pipe.ZRangeWithScores(ctx, "unacked_index", 0, celeryUnackedScan-1)
+	}
+	_, _ = pipe.Exec(ctx)
+
+	// Round 2: each queue's lists, and the unacked messages.
+	pipe = cl.Pipeline()
+	frs := make([]*FrameworkRead, len(keys))
+	queues := map[string]*celeryQueue{}
+	byRoute := map[string]string{} // exchange + sep + routing key -> queue
+	var owner *FrameworkRead       // the read the unacked figures go into
+	for i, k := range keys {
+		r := &reads[i]
+		ms, err := members[i].Result()
+		if err != nil {
+			if err := r.Judge(err); err != nil {
+				return err
+			}
+			continue
+		}
+		exchange := strings.TrimPrefix(k, "_kombu.binding.")
+		fr := &FrameworkRead{}
+		frs[i] = fr
+		if owner == nil {
+			owner = fr
+		}
+		if exchange == "celeryev" || strings.HasSuffix(exchange, ".pidbox") {
+			continue // fanout: pub/sub, no lists
+		}
+		for _, m := range ms {
+			parts := strings.Split(m, celerySep)
+			if len(parts) != 3 || parts[2] == "" {
+				fr.Bad = append(fr.Bad, BadData{Key: k, Reason: redisread.SkipBadValue, Detail: fmt.Sprintf("binding %q is not routing key, pattern and queue", m)})
+				continue
+			}
+			name := parts[2]
+			byRoute[exchange+celerySep+parts[0]] = name
+			if !c.l.watches(name) || queues[name] != nil {
+				continue
+			}
+			q := &celeryQueue{q: NewQueueJobs(name)}
+			for _, p := range celeryPriorities {
+				q.lens = append(q.lens, pipe.LLen(ctx, name+p))
+				q.heads = append(q.heads, pipe.LIndex(ctx, name+p, -1))
+			}
+			queues[name] = q
+			fr.Queues = append(fr.Queues, QueueJobs{Queue: name}) // filled below
+		}
+	}
+	var tags []string
+	var delivered []float64
+	var msgs *redis.SliceCmd
+	if index != nil {
+		zs, err := index.Result()
+		if ok, err := partJudge(&reads[0], ownerOr(owner), "unacked_index", err); err != nil {
+			return err
+		} else if ok {
+			for _, z := range zs {
+				tag, _ := z.Member.(string)
+				tags = append(tags, tag)
+				delivered = append(delivered, z.Score)
+			}
+		}
+		if len(tags) > 0 {
+			msgs = pipe.HMGet(ctx, "unacked", tags...)
+		}
+	}
+	_, _ = pipe.Exec(ctx)
+
+	for name, q := range queues {
+		var head uint64
+		haveHead := false
+		for j := range q.lens {
+			key := name + celeryPriorities[j]
+			if ok, err := partJudge(&reads[0], ownerOr(owner), key, q.lens[j].Err()); err != nil {
+				return err
+			} else if ok {
+				q.q.Jobs[JobWaiting] += q.lens[j].Val()
+			}
+			if v, err := q.heads[j].Result(); err == nil && !haveHead {
+				// The highest priority's next message is the next one.
+				head, haveHead = xxhash.Sum64String(v), true
+			}
+		}
+		q.q.Waited(c.l.headSince(name, head, haveHead, c.now))
+	}
+	if msgs != nil {
+		vals, err := msgs.Result()
+		if ok, err := partJudge(&reads[0], ownerOr(owner), "unacked", err); err != nil {
+			return err
+		} else if ok {
+			c.unacked(owner, queues, byRoute, tags, delivered, vals)
+		}
+	}
+	for i, fr := range frs {
+		if fr == nil || reads[i].Status != redisread.OK {
+			continue
+		}
+		for j := range fr.Queues {
+			fr.Queues[j] = queues[fr.Queues[j].Queue].q
+		}
+		reads[i].Extra = fr
+	}
+	return nil
+}
+
+// ownerOr is the read that bad data of shared keys is recorded in; a
+// scratch one when no binding key was readable.
+func ownerOr(fr *FrameworkRead) *FrameworkRead {
+	if fr == nil {
+		return &FrameworkRead{}
+	}
+	return fr
+}
+
+// celeryMessage is what the exporter uses of a kombu message.
+type celeryMessage struct {
+	Headers struct {
+		ID      string `json:"id"`
+		Task    string `json:"task"`
+		Retries int64  `json:"retries"`
+	} `json:"headers"`
+}
+
+// unacked counts the unacked messages under their queues: orphaned when
+// delivered more than visibility_timeout ago, else active.
+func (c *celeryReads) unacked(owner *FrameworkRead, queues map[string]*celeryQueue, byRoute map[string]string, tags []string, delivered []float64, vals []any) {
+	owner = ownerOr(owner)
+	for i, tag := range tags {
+		raw, ok := vals[i].(string)
+		if !ok {
+			owner.Bad = append(owner.Bad, BadData{Key: "unacked", Reason: redisread.SkipBadValue,
+				Detail: fmt.Sprintf("delivery tag %s is in unacked_index but not in unacked", tag)})
+			continue
+		}
+		var entry []json.RawMessage
+		var exchange, route string
+		var msg celeryMessage
+		if err := json.Unmarshal([]byte(raw), &entry); err != nil || len(entry) != 3 ||
+			json.Unmarshal(entry[1], &exchange) != nil || json.Unmarshal(entry[2], &route) != nil ||
+			json.Unmarshal(entry[0], &msg) != nil {
+			owner.Bad = append(owner.Bad, BadData{Key: "unacked", Reason: redisread.SkipBadValue,
+				Detail: fmt.Sprintf("delivery tag %s: not kombu's [message, exchange, routing_key] JSON", tag)})
+			continue
+		}
+		name := byRoute[exchange+celerySep+route]
+		if name == "" {
+			name = route
+		}
+		q := queues[name]
+		if q == nil {
+			if !c.l.watches(name) {
+				continue
+			}
+			// A queue with unacked messages and no binding read in
+			// this batch.
+			q = &celeryQueue{q: NewQueueJobs(name)}
+			queues[name] = q
+			owner.Queues = append(owner.Queues, QueueJobs{Queue: name})
+		}
+		at := int64(delivered[i] * 1000)
+		if c.now-at > c.l.visibility {
+			q.q.AddOrphan(Job{ID: msg.Headers.ID, Name: msg.Headers.Task, Started: at, Attempts: msg.Headers.Retries})
+		} else {
+			q.q.Jobs[JobActive]++
+		}
+	}
+}
