@@ -169,8 +169,8 @@ type framework struct {
 	cur    frameworkSweep
 	last   frameworkSweep
 	lost   uint64
-	// badSeen are the bad keys logged in the last sweep: one line when
-	// a key turns bad, not one per sweep.
+	// badSeen are the bad pieces (key and detail) logged in the last
+	// sweep: one line when one turns bad, not one per sweep.
 	badSeen, badNow map[string]struct{}
 }
 
@@ -209,8 +209,11 @@ func (t *framework) Apply(sw *Sweep, k Key) {
 		if sw.Skipped != nil {
 			sw.Skipped[b.Reason]++
 		}
-		t.badNow[b.Key] = struct{}{}
-		if _, seen := t.badSeen[b.Key]; !seen && sw.Log != nil {
+		// A shared key (celery's unacked) holds many pieces: each is
+		// logged once.
+		id := b.Key + "\x00" + b.Detail
+		t.badNow[id] = struct{}{}
+		if _, seen := t.badSeen[id]; !seen && sw.Log != nil {
 			sw.Log.Warn("skipping bad "+string(t.cfg.Kind)+" data (counted in slot_exporter_keys_skipped_total)",
 				"key", b.Key, "reason", b.Reason.String(), "detail", b.Detail)
 		}

@@ -94,6 +94,10 @@ var kindAnomaly = map[string]string{
 	string(config.KindLock):      "lock without TTL",
 	string(config.KindList):      "queue stalled",
 	string(config.KindStream):    "stuck entries or dead consumer",
+	string(config.KindBullMQ):    "orphaned, stuck or overdue jobs",
+	string(config.KindSidekiq):   "orphaned, stuck or overdue jobs",
+	string(config.KindRQ):        "orphaned, stuck or overdue jobs",
+	string(config.KindCelery):    "orphaned, stuck or overdue jobs",
 }
 
 func anomalyNames(flags uint8, kind string) []string {
