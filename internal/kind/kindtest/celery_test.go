@@ -33,7 +33,7 @@ func TestCeleryLayout(t *testing.T) {
     kind: celery
     visibility_timeout: 1h
 `), logs.Logger())
-	now := redisNow(t, rc)
+	now := exportertest.RedisTime(t, rc)
 	msg := func(id, task, exchange, route string) string {
 		return fmt.Sprintf(`[{"body": "e30=", "headers": {"id": %q, "task": %q, "retries": 1}, "properties": {}}, %q, %q]`, id, task, exchange, route)
 	}
@@ -57,7 +57,7 @@ func TestCeleryLayout(t *testing.T) {
 		"t-mail", msg("o2", "mail.send", "celery", "mail"),
 		"t-garbled", "{not json")
 	_, err := pipe.Exec(ctx)
-	must(t, err)
+	exportertest.Must(t, err)
 
 	s := newSteps(t, rc, h)
 	s.sweep()
