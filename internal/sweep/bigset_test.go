@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
@@ -27,19 +28,21 @@ func TestMillionMemberSet(t *testing.T) {
 	rc := srv.Client()
 	ctx := context.Background()
 	now := time.Now()
-	// Scores sit far from the state boundaries (ttl 120s, stale_after
-	// 40s, skew 5s), so the exact counts hold whenever the sweep runs.
+	// Scores sit far from the state boundaries (ttl 1h, stale_after
+	// 20m, skew 5s), so the exact counts hold whenever the sweep runs:
+	// loading a million members took 51s on a loaded machine, past the
+	// 35s a live member had with ttl 120s.
 	scores := [10]float64{}
 	for i := range scores {
 		switch i {
 		case 0, 1:
 			scores[i] = float64(now.Add(-time.Minute).UnixMilli()) // expired
 		case 2:
-			scores[i] = float64(now.Add(60 * time.Second).UnixMilli()) // stale: last heartbeat 60s ago
+			scores[i] = float64(now.Add(30 * time.Minute).UnixMilli()) // stale: last heartbeat 30m ago
 		case 3:
 			scores[i] = float64(now.UnixMilli()) * 1000 // future: µs written as ms
 		default:
-			scores[i] = float64(now.Add(115 * time.Second).UnixMilli()) // live
+			scores[i] = float64(now.Add(59 * time.Minute).UnixMilli()) // live: last heartbeat 1m ago
 		}
 	}
 	start := time.Now()
@@ -60,14 +63,21 @@ func TestMillionMemberSet(t *testing.T) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rc.PExpire(ctx, "s:{big}", 240*time.Second)
+	rc.PExpire(ctx, "s:{big}", 2*time.Hour)
 	rc.ZAdd(ctx, "s:{small}", redis.Z{Score: scores[5], Member: "a"})
 	if n := rc.ZCard(ctx, "s:{big}").Val(); n != members {
 		t.Fatalf("loaded %d members, want %d", n, members)
 	}
 	t.Logf("loaded %d members in %s", members, time.Since(start).Round(time.Millisecond))
 
-	h := exportertest.New(t, rc, twoFamilies(srv.Addr, 1000, 500))
+	fams := shortFamilies()
+	fams[0].TTL, fams[0].Heartbeat, fams[0].MaxHold = time.Hour, 10*time.Minute, 2*time.Hour
+	h := exportertest.New(t, rc, redisproc.Config{
+		Addr:     srv.Addr,
+		Sampling: []string{"interval: 1s", "max_members_per_key: 1000"},
+		Leaks:    []string{"per_user_series: 500"},
+		Families: fams,
+	}.YAML())
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
