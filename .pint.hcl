@@ -36,14 +36,14 @@ rule {
   }
 }
 
-# A condition must hold for two 1m scrapes before it pages. SlotHoldsLost is an
-# event (a counter jump seen once) and fires without `for`.
+# A condition must hold for two 1m scrapes before it pages. SlotHoldsLost and
+# SlotJobsLost are events (a counter jump seen once) and fire without `for`.
 rule {
   match {
     kind = "alerting"
   }
   ignore {
-    name = "SlotHoldsLost"
+    name = "(SlotHoldsLost|SlotJobsLost)"
   }
 
   for {
