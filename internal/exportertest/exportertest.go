@@ -20,7 +20,6 @@ import (
 	"github.com/slotexporter/slot_exporter/collector"
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
-	"github.com/slotexporter/slot_exporter/internal/snapshot"
 	"github.com/slotexporter/slot_exporter/internal/sweep"
 	"github.com/slotexporter/slot_exporter/redisconn"
 )
@@ -202,11 +201,4 @@ func Calls(t testing.TB, c redis.Cmdable, cmd string) int64 {
 		t.Fatalf("INFO commandstats: %v", err)
 	}
 	return st[cmd].Calls
-}
-
-// Value is f.Lookup, kept for the tests that still call it here.
-//
-// Deprecated: use (*snapshot.Family).Lookup.
-func Value(f *snapshot.Family, m *snapshot.Metric, labels ...string) (float64, bool) {
-	return f.Lookup(m, labels...)
 }

@@ -25,20 +25,20 @@ import (
 func TestACLNarrowerThanTheFamily(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
-	must(t, admin.Do(ctx, "ACL", "SETUSER", "exporter", "on", ">s3cret", "%R~t:streams:{a*", "%R~t:legacy:{a*",
+	exportertest.Must(t, admin.Do(ctx, "ACL", "SETUSER", "exporter", "on", ">s3cret", "%R~t:streams:{a*", "%R~t:legacy:{a*",
 		"resetchannels", "-@all", "+scan", "+time", "+zrange", "+pttl", "+zcount", "+getrange", "+info").Err())
 	pw := filepath.Join(t.TempDir(), "password")
-	must(t, os.WriteFile(pw, []byte("s3cret\n"), 0o600))
+	exportertest.Must(t, os.WriteFile(pw, []byte("s3cret\n"), 0o600))
 	for _, u := range []string{"a0", "a1", "a2", "a3", "a4", "b0", "b1", "b2", "b3", "b4"} {
-		seedHolds(t, admin, u, 1, 2, redisNow(t, admin)+115_000)
-		must(t, admin.Set(ctx, "t:legacy:{"+u+"}", 2, 0).Err())
+		seedHolds(t, admin, u, 1, 2, exportertest.RedisTime(t, admin)+115_000)
+		exportertest.Must(t, admin.Set(ctx, "t:legacy:{"+u+"}", 2, 0).Err())
 	}
 
 	// What SCAN gives the narrow user: every key, readable or not.
 	narrow := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "exporter", Password: "s3cret", DisableIdentity: true})
 	t.Cleanup(func() { _ = narrow.Close() })
 	listed, _, err := narrow.Scan(ctx, 0, "t:streams:*", 1000).Result()
-	must(t, err)
+	exportertest.Must(t, err)
 	if len(listed) != 10 {
 		t.Fatalf("SCAN as the narrow user listed %d keys, want all 10: %v", len(listed), listed)
 	}
@@ -72,7 +72,7 @@ func TestACLNarrowerThanTheFamily(t *testing.T) {
 	}
 	// Redis keeps its own record of the refusals, for the operator.
 	log, err := admin.Do(ctx, "ACL", "LOG").Slice()
-	must(t, err)
+	exportertest.Must(t, err)
 	if len(log) == 0 {
 		t.Errorf("ACL LOG is empty after refused reads")
 	}
@@ -87,7 +87,7 @@ func TestACLNarrowerThanTheFamily(t *testing.T) {
 	})
 
 	// Without ZRANGE at all, the family's sweep fails and says why.
-	must(t, admin.Do(ctx, "ACL", "SETUSER", "exporter", "-zrange").Err())
+	exportertest.Must(t, admin.Do(ctx, "ACL", "SETUSER", "exporter", "-zrange").Err())
 	err = e.trySweep()
 	if err == nil || !strings.Contains(err.Error(), "no permissions to run the 'zrange' command") {
 		t.Fatalf("sweep without ZRANGE: %v, want a NOPERM for the command", err)

@@ -17,11 +17,11 @@ import (
 func TestReloadToAnAliasLosesNothing(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
-	seedHolds(t, admin, "u", 10, 2, redisNow(t, admin)+115_000)
+	seedHolds(t, admin, "u", 10, 2, exportertest.RedisTime(t, admin)+115_000)
 	e := newExporter(t, configYAML(addrBlock(srv.Addr), quickSampling, streamsFamily))
 	e.sweep()
 	for u := range 10 {
-		must(t, admin.Del(ctx, streamKey(fmt.Sprintf("u%d", u))).Err())
+		exportertest.Must(t, admin.Del(ctx, streamKey(fmt.Sprintf("u%d", u))).Err())
 	}
 	alias := strings.Replace(srv.Addr, "127.0.0.1", "localhost", 1)
 	if err := e.reload(configYAML(addrBlock(alias), quickSampling, streamsFamily)); err != nil {

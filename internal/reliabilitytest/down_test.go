@@ -24,7 +24,7 @@ func TestRedisDownBacksOff(t *testing.T) {
 	)
 	srv := redistest.Start(t)
 	admin := srv.Client()
-	seedHolds(t, admin, "u", 3, 1, redisNow(t, admin)+115_000)
+	seedHolds(t, admin, "u", 3, 1, exportertest.RedisTime(t, admin)+115_000)
 	e := newExporter(t, configYAML(addrBlock(srv.Addr)+"  dial_timeout: 1s\n", "  interval: 100ms\n  timeout: 1s\n  window: 1s\n", streamsFamily))
 	e.start()
 	errs := func() float64 { return e.metrics()[`slot_exporter_sweep_errors_total{family="streams"}`] }

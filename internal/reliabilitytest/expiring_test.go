@@ -18,7 +18,7 @@ import (
 func TestExpiringEarlyAboveMaxMembers(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
-	now := redisNow(t, admin)
+	now := exportertest.RedisTime(t, admin)
 	const big, small = 25, 3 // max_members_per_key: 10
 
 	type set struct {
@@ -54,13 +54,13 @@ func TestExpiringEarlyAboveMaxMembers(t *testing.T) {
 		for _, s := range sets {
 			k := fmt.Sprintf("%s:{%s}", prefix, s.user)
 			for i := range s.n {
-				must(t, admin.ZAdd(ctx, k, redis.Z{Score: float64(s.score), Member: fmt.Sprintf("m%d", i)}).Err())
+				exportertest.Must(t, admin.ZAdd(ctx, k, redis.Z{Score: float64(s.score), Member: fmt.Sprintf("m%d", i)}).Err())
 			}
 			for i, sc := range s.extra {
-				must(t, admin.ZAdd(ctx, k, redis.Z{Score: float64(sc), Member: fmt.Sprintf("x%d", i)}).Err())
+				exportertest.Must(t, admin.ZAdd(ctx, k, redis.Z{Score: float64(sc), Member: fmt.Sprintf("x%d", i)}).Err())
 			}
 			if s.pttl > 0 {
-				must(t, admin.PExpire(ctx, k, s.pttl).Err())
+				exportertest.Must(t, admin.PExpire(ctx, k, s.pttl).Err())
 			}
 			if s.early {
 				early++

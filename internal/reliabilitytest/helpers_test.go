@@ -156,15 +156,6 @@ const (
 
 // redisNow is Redis TIME in ms: scores are written in Redis's clock, as
 // the limiter's scripts do.
-func redisNow(t testing.TB, c redis.Cmdable) int64 {
-	t.Helper()
-	tm, err := c.Time(context.Background()).Result()
-	if err != nil {
-		t.Fatalf("TIME: %v", err)
-	}
-	return tm.UnixMilli()
-}
-
 func streamKey(user string) string { return "t:streams:{" + user + "}" }
 
 // seedHolds writes users × per live slots expiring at expiry (ms), each
@@ -182,12 +173,5 @@ func seedHolds(t testing.TB, c redis.Cmdable, prefix string, users, per int, exp
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatalf("seeding: %v", err)
-	}
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }

@@ -36,27 +36,27 @@ func TestVanishedDataIsLost(t *testing.T) {
 	}
 	cases := []lostCase{
 		{"FLUSHALL", func(t *testing.T, _ *redistest.Server, a *redis.Client, _ *exporter) *redis.Client {
-			must(t, a.FlushAll(ctx).Err())
+			exportertest.Must(t, a.FlushAll(ctx).Err())
 			return a
 		}},
 		{"FLUSHALL ASYNC", func(t *testing.T, _ *redistest.Server, a *redis.Client, _ *exporter) *redis.Client {
-			must(t, a.FlushAllAsync(ctx).Err())
+			exportertest.Must(t, a.FlushAllAsync(ctx).Err())
 			return a
 		}},
 		{"FLUSHDB", func(t *testing.T, _ *redistest.Server, a *redis.Client, _ *exporter) *redis.Client {
-			must(t, a.FlushDB(ctx).Err())
+			exportertest.Must(t, a.FlushDB(ctx).Err())
 			return a
 		}},
 		// A monitoring tool resets the command counts, then someone
 		// flushes: the flush count is back where it was.
 		{"CONFIG RESETSTAT then FLUSHALL", func(t *testing.T, _ *redistest.Server, a *redis.Client, _ *exporter) *redis.Client {
-			must(t, a.ConfigResetStat(ctx).Err())
-			must(t, a.FlushAll(ctx).Err())
+			exportertest.Must(t, a.ConfigResetStat(ctx).Err())
+			exportertest.Must(t, a.FlushAll(ctx).Err())
 			return a
 		}},
 		// The family's database swapped with an empty one.
 		{"SWAPDB", func(t *testing.T, _ *redistest.Server, a *redis.Client, _ *exporter) *redis.Client {
-			must(t, a.Do(ctx, "SWAPDB", 0, 1).Err())
+			exportertest.Must(t, a.Do(ctx, "SWAPDB", 0, 1).Err())
 			return a
 		}},
 		{"restart empty", func(t *testing.T, srv *redistest.Server, a *redis.Client, _ *exporter) *redis.Client {
@@ -66,7 +66,7 @@ func TestVanishedDataIsLost(t *testing.T) {
 		// The flush happens while the config is reloaded: the new
 		// sweeper inherits what the old one knew of the server.
 		{"FLUSHALL across a reload", func(t *testing.T, srv *redistest.Server, a *redis.Client, e *exporter) *redis.Client {
-			must(t, a.FlushAll(ctx).Err())
+			exportertest.Must(t, a.FlushAll(ctx).Err())
 			reloadTo(e, configYAML(addrBlock(srv.Addr), "  interval: 2s\n  timeout: 5s\n  window: 10s\n", streamsFamily))
 			return a
 		}},
@@ -88,11 +88,11 @@ func TestVanishedDataIsLost(t *testing.T) {
 			admin := srv.Client()
 			// A server that was flushed once before (at deployment): the
 			// flush count does not start at 0.
-			must(t, admin.FlushAll(ctx).Err())
-			seedHolds(t, admin, "u", 10, 2, redisNow(t, admin)+115_000)
+			exportertest.Must(t, admin.FlushAll(ctx).Err())
+			seedHolds(t, admin, "u", 10, 2, exportertest.RedisTime(t, admin)+115_000)
 			e := newExporter(t, configYAML(addrBlock(srv.Addr), quickSampling, streamsFamily))
 			e.sweep()
-			must(t, admin.ZRem(ctx, streamKey("u0"), "s0").Err())
+			exportertest.Must(t, admin.ZRem(ctx, streamKey("u0"), "s0").Err())
 			e.sweep()
 			exportertest.Expect(t, e.metrics(), map[string]float64{releasedS: 1, lostS: 0, liveS: 19})
 			e.logs.Take()
@@ -111,9 +111,9 @@ func TestVanishedDataIsLost(t *testing.T) {
 			// a raw connection pooled from before it fails the first sweep
 			// that reads a key; at intervals above the pool's 2 s idle
 			// time no connection outlives a sweep.)
-			seedHolds(t, now, "v", 3, 1, redisNow(t, now)+115_000)
+			seedHolds(t, now, "v", 3, 1, exportertest.RedisTime(t, now)+115_000)
 			exportertest.WaitFor(t, 2*time.Minute, "a sweep of the new holds", func() bool { return e.trySweep() == nil })
-			must(t, now.ZRem(ctx, streamKey("v0"), "s0").Err())
+			exportertest.Must(t, now.ZRem(ctx, streamKey("v0"), "s0").Err())
 			e.sweep()
 			exportertest.Expect(t, e.metrics(), map[string]float64{lostS: 19, releasedS: 2, liveS: 2, acquiresS: 23})
 		})
@@ -126,11 +126,11 @@ func TestVanishedDataIsLost(t *testing.T) {
 func TestReloadToTheSameRedisLosesNothing(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
-	seedHolds(t, admin, "u", 10, 2, redisNow(t, admin)+115_000)
+	seedHolds(t, admin, "u", 10, 2, exportertest.RedisTime(t, admin)+115_000)
 	e := newExporter(t, configYAML(addrBlock(srv.Addr), quickSampling, streamsFamily))
 	e.sweep()
 	for u := range 10 {
-		must(t, admin.Del(ctx, streamKey(fmt.Sprintf("u%d", u))).Err())
+		exportertest.Must(t, admin.Del(ctx, streamKey(fmt.Sprintf("u%d", u))).Err())
 	}
 	if err := e.reload(configYAML(addrBlock(srv.Addr)+"  dial_timeout: 3s\n", "  interval: 2s\n  timeout: 5s\n  window: 20s\n", streamsFamily)); err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestFailoverToALaggingReplicaIsLost(t *testing.T) {
 	sent := redistest.StartSentinel(t, "m", master, redistest.SentinelOptions{})
 	sent.WaitReplicas(1, 10*time.Second)
 
-	expiry := redisNow(t, mc) + 115_000
+	expiry := exportertest.RedisTime(t, mc) + 115_000
 	seedHolds(t, mc, "a", 6, 1, expiry)
 	redistest.WaitReplicated(t, master, 1)
 
@@ -163,7 +163,7 @@ func TestFailoverToALaggingReplicaIsLost(t *testing.T) {
 	// Freeze the replica and cut its link, so that what follows never
 	// reaches it; then the master takes 4 more holds and dies.
 	stopReplica(t, replica, true)
-	must(t, mc.ClientKillByFilter(ctx, "TYPE", "replica").Err())
+	exportertest.Must(t, mc.ClientKillByFilter(ctx, "TYPE", "replica").Err())
 	seedHolds(t, mc, "b", 4, 1, expiry)
 	e.sweep()
 	exportertest.Expect(t, e.metrics(), map[string]float64{liveS: 10, acquiresS: 10})
@@ -187,5 +187,5 @@ func stopReplica(t *testing.T, s *redistest.Server, stop bool) {
 	if stop {
 		sig = syscall.SIGSTOP
 	}
-	must(t, syscall.Kill(s.PID(), sig))
+	exportertest.Must(t, syscall.Kill(s.PID(), sig))
 }

@@ -30,13 +30,13 @@ func TestReloadsKeepTheBudgetAndTheSchedule(t *testing.T) {
 	)
 	srv := redistest.Start(t)
 	admin := srv.Client()
-	expiry := redisNow(t, admin) + 115_000
+	expiry := exportertest.RedisTime(t, admin) + 115_000
 	pipe := admin.Pipeline()
 	for i := range keys {
 		pipe.ZAdd(ctx, streamKey(fmt.Sprintf("u%d", i)), redis.Z{Score: float64(expiry), Member: "s"})
 	}
 	_, err := pipe.Exec(ctx)
-	must(t, err)
+	exportertest.Must(t, err)
 
 	yaml := configYAML(addrBlock(srv.Addr),
 		fmt.Sprintf("  interval: %s\n  timeout: 10s\n  window: 1s\n  scan_count: 100\n  max_keys_per_second: %d\n", interval, budget),

@@ -35,7 +35,7 @@ func TestRedisClockSteps(t *testing.T) {
 		t.Run(fmt.Sprint(step), func(t *testing.T) {
 			srv := redistest.StartFakeClock(t)
 			admin := srv.Client()
-			expiry := redisNow(t, admin) + 115_000
+			expiry := exportertest.RedisTime(t, admin) + 115_000
 			seedHolds(t, admin, "busy", 1, 2, expiry)
 			seedHolds(t, admin, "peak", 1, 4, expiry)
 			seedHolds(t, admin, "leaver", 1, 3, expiry)
@@ -81,7 +81,7 @@ func TestRedisClockSteps(t *testing.T) {
 				t.Fatalf("before the step: busy's floor %v, peak's max %v", before, usedMax(m, "peak0"))
 			}
 
-			must(t, admin.ZRem(ctx, streamKey("peak0"), "s1", "s2", "s3").Err())
+			exportertest.Must(t, admin.ZRem(ctx, streamKey("peak0"), "s1", "s2", "s3").Err())
 			srv.Step(step)
 			stepped := time.Now()
 			m = sweep("right after the step")
@@ -89,7 +89,7 @@ func TestRedisClockSteps(t *testing.T) {
 			if math.Abs(skew+step.Seconds()) > 1 {
 				t.Errorf("clock skew %v s after Redis's clock moved %s", skew, step)
 			}
-			steppedRedis := redisNow(t, admin)
+			steppedRedis := exportertest.RedisTime(t, admin)
 			after, ok := floor(m, "busy0")
 			switch {
 			case step == time.Hour:
@@ -115,7 +115,7 @@ func TestRedisClockSteps(t *testing.T) {
 			}
 
 			sumBefore := sum
-			must(t, admin.Del(ctx, streamKey("leaver0")).Err())
+			exportertest.Must(t, admin.Del(ctx, streamKey("leaver0")).Err())
 			for time.Since(stepped) < window+2*interval {
 				m = sweep("after the step")
 			}
@@ -127,7 +127,7 @@ func TestRedisClockSteps(t *testing.T) {
 				// The run restarted at the step and ages with Redis's new
 				// clock: as old as the time since the step.
 				got, _ := floor(m, "busy0")
-				if since := float64(redisNow(t, admin)-steppedRedis) / 1000; got < since-0.05 || got > since+float64(interval)/float64(time.Second)+0.5 {
+				if since := float64(exportertest.RedisTime(t, admin)-steppedRedis) / 1000; got < since-0.05 || got > since+float64(interval)/float64(time.Second)+0.5 {
 					t.Errorf("busy's floor %v s, %v s after the step: frozen or wrong", got, since)
 				}
 				// leaver's three holds, first seen before the step and

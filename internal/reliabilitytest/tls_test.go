@@ -26,7 +26,7 @@ func TestRenewedClientCertificate(t *testing.T) {
 	srv := tlstest.StartRedis(t, oldCA, true)
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, TLSConfig: oldCA.ClientConfig(), PoolSize: 1, DisableIdentity: true})
 	t.Cleanup(func() { _ = admin.Close() })
-	seedHolds(t, admin, "u", 3, 1, redisNow(t, admin)+115_000)
+	seedHolds(t, admin, "u", 3, 1, exportertest.RedisTime(t, admin)+115_000)
 
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
@@ -34,8 +34,8 @@ func TestRenewedClientCertificate(t *testing.T) {
 		t.Helper()
 		for src, dst := range map[string]string{c.ClientCertFile: certFile, c.ClientKeyFile: keyFile} {
 			b, err := os.ReadFile(src)
-			must(t, err)
-			must(t, os.WriteFile(dst, b, 0o600))
+			exportertest.Must(t, err)
+			exportertest.Must(t, os.WriteFile(dst, b, 0o600))
 		}
 	}
 	install(oldCA)
@@ -46,8 +46,8 @@ func TestRenewedClientCertificate(t *testing.T) {
 
 	// Redis now trusts only the new CA, for new connections; the
 	// exporter's current ones are dropped.
-	must(t, admin.ConfigSet(ctx, "tls-ca-cert-file", newCA.CAFile).Err())
-	must(t, admin.ClientKillByFilter(ctx, "TYPE", "normal", "SKIPME", "yes").Err())
+	exportertest.Must(t, admin.ConfigSet(ctx, "tls-ca-cert-file", newCA.CAFile).Err())
+	exportertest.Must(t, admin.ClientKillByFilter(ctx, "TYPE", "normal", "SKIPME", "yes").Err())
 	if err := e.trySweep(); err == nil {
 		t.Fatal("a sweep with the old client certificate succeeded: Redis does not check it, the test proves nothing")
 	}

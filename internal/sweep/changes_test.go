@@ -249,7 +249,7 @@ func TestChangesSameAsFullRead(t *testing.T) {
 		}
 		return n
 	}
-	now := func() int64 { return redisNowMs(t, rc) }
+	now := func() int64 { return exportertest.RedisTime(t, rc) }
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -364,7 +364,7 @@ func TestShardsAddUp(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client()
 	ctx := context.Background()
-	n := redisNowMs(t, rc)
+	n := exportertest.RedisTime(t, rc)
 	for i := range 300 {
 		u := fmt.Sprintf("{u%03d}", i)
 		// "a" stays live for 5 s (ttl 6s, stale after 2s, skew 5s): far from
@@ -416,15 +416,6 @@ func TestShardsAddUp(t *testing.T) {
 			}
 		}
 	}
-}
-
-func redisNowMs(t testing.TB, rc redis.Cmdable) int64 {
-	t.Helper()
-	tm, err := rc.Time(context.Background()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tm.UnixMilli()
 }
 
 // TestChangedSweepCutOffReturns: a change-driven sweep reads the changed
@@ -582,7 +573,7 @@ func TestClusterChangesSameAsFullRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	now := func() int64 { return redisNowMs(t, cc) }
+	now := func() int64 { return exportertest.RedisTime(t, cc) }
 
 	// Users spread over every master, and a dozen more in one slot, the
 	// one migrated key by key.

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
-	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
@@ -121,7 +120,7 @@ func edgeCounts(t *testing.T, rc *redis.Client, key string, now int64, maxMember
 	tr.Publish(fam)
 	got := map[string]float64{}
 	for _, state := range track.StateNames() {
-		n, ok := exportertest.Value(fam, snapshot.Members, state)
+		n, ok := fam.Lookup(snapshot.Members, state)
 		if !ok {
 			t.Fatalf("no slot_members{state=%q} published", state)
 		}

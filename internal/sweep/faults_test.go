@@ -177,11 +177,11 @@ func TestRedisKilledMidSweep(t *testing.T) {
 	// The snapshot still holds the counters the scrape no longer shows.
 	fs := h.Sweeper.Snapshot().Families[0]
 	for _, o := range track.OutcomeNames() {
-		if n, ok := exportertest.Value(fs, snapshot.HoldsEnded, o); !ok || n != 0 {
+		if n, ok := fs.Lookup(snapshot.HoldsEnded, o); !ok || n != 0 {
 			t.Errorf("holds ended as %s by a failed sweep: %v (present %v)", o, n, ok)
 		}
 	}
-	if n, _ := exportertest.Value(fs, snapshot.Acquires); n != sets {
+	if n, _ := fs.Lookup(snapshot.Acquires); n != sets {
 		t.Errorf("acquires = %v, want %d", n, sets)
 	}
 

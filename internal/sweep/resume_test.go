@@ -111,7 +111,7 @@ func TestCutOffSweepGoesOn(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client()
 	for _, track := range []bool{false, true} {
-		for _, rf := range resumeFamilies(redisNowMs(t, rc)) {
+		for _, rf := range resumeFamilies(exportertest.RedisTime(t, rc)) {
 			t.Run(fmt.Sprintf("%s/track_changes=%v", rf.fam.Name, track), func(t *testing.T) {
 				if err := rc.FlushAll(context.Background()).Err(); err != nil {
 					t.Fatal(err)
@@ -128,7 +128,7 @@ func TestClusterCutOffSweepGoesOn(t *testing.T) {
 	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	cc := cl.Client()
-	testCutOffSweep(t, cc, clusterSection(cl, "primary"), resumeFamilies(redisNowMs(t, cc))[0], false)
+	testCutOffSweep(t, cc, clusterSection(cl, "primary"), resumeFamilies(exportertest.RedisTime(t, cc))[0], false)
 }
 
 // testCutOffSweep runs TestCutOffSweepGoesOn's checks for one family, on
