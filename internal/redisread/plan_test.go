@@ -2,6 +2,7 @@ package redisread
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,5 +42,25 @@ func TestWaitCountsKeysWhenTheyGo(t *testing.T) {
 	}
 	if got := spent.Load(); got != 10 {
 		t.Errorf("after a cut-off wait: %d keys spent, want 10", got)
+	}
+}
+
+// TestWaitPastTheDeadlineIsACutOff: a key budget whose next key is due
+// after the sweep's deadline ends the read at the deadline with the
+// deadline's error, as a read cut off while waiting does; rate.Limiter
+// alone refuses such a wait at once with an error of its own, which made
+// the sweep a failed one instead of one that goes on in its next attempt.
+func TestWaitPastTheDeadlineIsACutOff(t *testing.T) {
+	lim := rate.NewLimiter(1, 1)
+	lim.AllowN(time.Now(), 1) // the burst is spent: the next key is due in 1 s
+	p := &Plan{Budget: lim}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := p.wait(ctx, 1)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait past the deadline: %v, want it to wrap context.DeadlineExceeded", err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("wait returned before the deadline: the sweep would count it a failure, not a cut-off")
 	}
 }

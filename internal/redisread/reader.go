@@ -458,9 +458,20 @@ func (p *Plan) wait(ctx context.Context, n int) (err error) {
 		for left := n; left > 0; {
 			k := min(left, l.lim.Burst())
 			if err := l.lim.WaitN(ctx, k); err != nil {
+				if _, ok := ctx.Deadline(); ok && ctx.Err() == nil && k <= l.lim.Burst() {
+					// WaitN refuses at once a wait that would end past
+					// the deadline. The read is cut off at the deadline
+					// all the same, and ends there as one cut off while
+					// waiting does: a sweep that goes on in its next
+					// attempt, not a failed one.
+					<-ctx.Done()
+				}
+				if ctx.Err() != nil {
+					return fmt.Errorf("%s: %w", l.name, ctx.Err())
+				}
 				// The pace moves its burst as it measures: a piece cut
 				// to the old burst is tried again at the new one.
-				if ctx.Err() != nil || k <= 1 {
+				if k <= 1 {
 					return fmt.Errorf("%s: %w", l.name, err)
 				}
 				continue
