@@ -127,6 +127,9 @@ func (q *fwQueue) step(now int64) (taken, finished []fwJob) {
 type fwSim struct {
 	bull, rq, sk        fwQueue
 	longStart, dieStart int64
+	// bullDone are BullMQ's finished jobs, oldest first; payload names
+	// the set (completed, failed) that lists them.
+	bullDone []fwJob
 }
 
 func (s *fwSim) tick(ctx context.Context, p redis.Pipeliner, n int, now int64) {
@@ -156,10 +159,21 @@ func (s *fwSim) bullTick(ctx context.Context, p redis.Pipeliner, n, phase int, n
 		p.HSet(ctx, b+id, "processedOn", now, "attemptsMade", 1)
 		p.Set(ctx, b+id+":lock", "worker-token", fwLeaseDur)
 	}
-	end := func(id string) {
-		// removeOnComplete (or removeOnFail)
+	// A finished job's hash stays while it is listed in completed (or
+	// failed), and goes 10 s later (removeOnComplete: {age: 10}): a
+	// sweep that read its id in active still finds its hash.
+	end := func(id, set string) {
 		p.LRem(ctx, b+"active", 1, id)
-		p.Del(ctx, b+id, b+id+":lock")
+		p.Del(ctx, b+id+":lock")
+		p.HSet(ctx, b+id, "finishedOn", now)
+		p.ZAdd(ctx, b+set, redis.Z{Score: float64(now), Member: id})
+		s.bullDone = append(s.bullDone, fwJob{id: id, end: now, payload: set})
+	}
+	for len(s.bullDone) > 0 && now-s.bullDone[0].end > 10_000 {
+		j := s.bullDone[0]
+		s.bullDone = s.bullDone[1:]
+		p.ZRem(ctx, b+j.payload, j.id)
+		p.Del(ctx, b+j.id)
 	}
 	p.Incr(ctx, b+"id")
 	p.HSet(ctx, b+id, "name", "send-mail", "timestamp", now, "delay", 0, "attemptsMade", 0)
@@ -173,7 +187,7 @@ func (s *fwSim) bullTick(ctx context.Context, p redis.Pipeliner, n, phase int, n
 		p.PExpire(ctx, b+j.id+":lock", fwLeaseDur)
 	}
 	for _, j := range finished {
-		end(j.id)
+		end(j.id, "completed")
 	}
 	long := "long-" + strconv.Itoa(n-phase)
 	switch {
@@ -183,7 +197,7 @@ func (s *fwSim) bullTick(ctx context.Context, p redis.Pipeliner, n, phase int, n
 	case phase < fwLongEnd:
 		p.PExpire(ctx, b+long+":lock", fwLeaseDur)
 	case phase == fwLongEnd:
-		end(long)
+		end(long, "completed")
 	}
 	switch phase {
 	case 1:
@@ -193,7 +207,7 @@ func (s *fwSim) bullTick(ctx context.Context, p redis.Pipeliner, n, phase int, n
 	case fwLongEnd:
 		// A healthy worker's stalled check finds it without a lock, and
 		// fails it (past maxStalledCount).
-		end("dies-" + strconv.Itoa(n-fwLongEnd+1))
+		end("dies-"+strconv.Itoa(n-fwLongEnd+1), "failed")
 	}
 	// Delayed, nothing promotes them: scored due (ms) * 0x1000 + a
 	// counter; dropped 20 s after due.
@@ -259,10 +273,15 @@ func (s *fwSim) rqTick(ctx context.Context, p redis.Pipeliner, n, phase int, now
 		// A worker starting unregisters the dead ones (Worker.all) and
 		// cleans the started registry, moving the jobs past their expiry
 		// to failed: those of the last cycle's dying worker.
+		// The job's hash stays (failure_ttl, 10 s here): a sweep that
+		// read it in the registry still finds it.
 		last := "dies-" + strconv.Itoa(n-fwCycle)
 		p.SRem(ctx, "rq:workers", "rq:worker:"+last)
 		p.ZRem(ctx, wip, last)
-		p.Del(ctx, "rq:job:"+last)
+		p.ZAdd(ctx, "rq:failed:default", redis.Z{Score: sec(now + 10_000), Member: last})
+		p.HSet(ctx, "rq:job:"+last, "status", "failed", "exc_info", "Moved to FailedJobRegistry: abandoned")
+		p.PExpire(ctx, "rq:job:"+last, 10*time.Second)
+		p.ZRemRangeByScore(ctx, "rq:failed:default", "-inf", "("+strconv.FormatFloat(sec(now), 'f', 3, 64))
 		name := "dies-" + id
 		worker(name)
 		p.HSet(ctx, "rq:job:"+name, "description", "tasks.send_mail()", "enqueued_at", iso(now))
