@@ -28,8 +28,8 @@ func init() { workloads = append(workloads, frameworks{}) }
 //     lost when its hashes expire (about 6 s), and stays listed as dead
 //     until the live process's poller prunes it (31 s);
 //   - every second a job is scheduled 1 s ahead that nothing promotes:
-//     overdue 5 s (max_wait) after, dropped 20 s after, as a late
-//     scheduler would.
+//     overdue 5 s (max_wait) after it is due, and dropped 20 s after, so
+//     that the sets stay small.
 //
 // Keys expire in seconds where the frameworks take a minute, so that each
 // failure shows within the demo's minute.
@@ -94,6 +94,13 @@ type fwJob struct {
 	payload string
 }
 
+// fwDone is a finished BullMQ job, listed in set (completed or failed)
+// since at (ms).
+type fwDone struct {
+	id, set string
+	at      int64
+}
+
 // fwQueue is one framework's queue as its producer and healthy worker see
 // it.
 type fwQueue struct {
@@ -127,9 +134,8 @@ func (q *fwQueue) step(now int64) (taken, finished []fwJob) {
 type fwSim struct {
 	bull, rq, sk        fwQueue
 	longStart, dieStart int64
-	// bullDone are BullMQ's finished jobs, oldest first; payload names
-	// the set (completed, failed) that lists them.
-	bullDone []fwJob
+	// bullDone are BullMQ's finished jobs, oldest first.
+	bullDone []fwDone
 }
 
 func (s *fwSim) tick(ctx context.Context, p redis.Pipeliner, n int, now int64) {
@@ -167,12 +173,12 @@ func (s *fwSim) bullTick(ctx context.Context, p redis.Pipeliner, n, phase int, n
 		p.Del(ctx, b+id+":lock")
 		p.HSet(ctx, b+id, "finishedOn", now)
 		p.ZAdd(ctx, b+set, redis.Z{Score: float64(now), Member: id})
-		s.bullDone = append(s.bullDone, fwJob{id: id, end: now, payload: set})
+		s.bullDone = append(s.bullDone, fwDone{id: id, set: set, at: now})
 	}
-	for len(s.bullDone) > 0 && now-s.bullDone[0].end > 10_000 {
+	for len(s.bullDone) > 0 && now-s.bullDone[0].at > 10_000 {
 		j := s.bullDone[0]
 		s.bullDone = s.bullDone[1:]
-		p.ZRem(ctx, b+j.payload, j.id)
+		p.ZRem(ctx, b+j.set, j.id)
 		p.Del(ctx, b+j.id)
 	}
 	p.Incr(ctx, b+"id")
