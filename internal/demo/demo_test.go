@@ -56,6 +56,20 @@ var trouble = map[config.Kind][]string{
 	config.KindStream: {
 		"slot_stream_lag", "slot_stream_pending_stuck", "slot_stream_consumers_dead", "slot_stream_redelivered", "slot_users_floor_nonzero",
 	},
+	// Waiting age counts as trouble: the demo's backlog is past max_wait.
+	config.KindBullMQ: {
+		`slot_jobs{state="orphaned"}`, `slot_jobs{state="stuck"}`, `slot_jobs{state="overdue"}`,
+		`slot_jobs_oldest_seconds{state="waiting"}`, `slot_jobs_oldest_seconds{state="orphaned"}`,
+	},
+	config.KindRQ: {
+		`slot_jobs{state="orphaned"}`, `slot_jobs{state="stuck"}`, `slot_jobs{state="overdue"}`, `slot_workers{state="dead"}`,
+		`slot_jobs_oldest_seconds{state="waiting"}`, `slot_jobs_oldest_seconds{state="orphaned"}`,
+	},
+	// Sidekiq's orphans vanish with their process: they show as lost.
+	config.KindSidekiq: {
+		`slot_jobs{state="stuck"}`, `slot_jobs{state="overdue"}`, `slot_workers{state="dead"}`, "slot_jobs_lost_total",
+		`slot_jobs_oldest_seconds{state="waiting"}`,
+	},
 }
 
 // matches reports whether a gathered series belongs to a signal: its name,
