@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/slotexporter/slot_exporter/alerts/rulescale"
@@ -97,12 +99,34 @@ func exporterConfig(redisAddr string, floorWindow time.Duration) string {
 	lock.TTL, lock.MaxHold = 10*time.Second, 100*time.Second
 	list := recipeFamily(listFamily, "list", simulator.DefaultListPrefix, "max_wait: 1m")
 	stream := recipeFamily(streamFamily, "stream", simulator.DefaultStreamPrefix, "max_hold: 1m", "max_deliveries: 5")
+	// The queue frameworks' panels need a family of each shape: a BullMQ
+	// queue (writeBullQueue), and an RQ family, whose workers the
+	// exporter counts even with none registered.
+	bull := redisproc.Family{Name: "bull_jobs", Kind: "bullmq", Extra: []string{"max_wait: 1h", "max_hold: 1h"}}
+	rq := redisproc.Family{Name: "rq_jobs", Kind: "rq", Extra: []string{"max_wait: 1h", "max_hold: 1h"}}
 	return redisproc.Config{
 		Addr:     redisAddr,
 		Sampling: []string{"interval: 500ms", "timeout: 5s", "window: 5s"},
 		Leaks:    []string{"floor_window: " + floorWindow.String()},
-		Families: []redisproc.Family{slots, counters, rate, lock, list, stream},
+		Families: []redisproc.Family{slots, counters, rate, lock, list, stream, bull, rq},
 	}.YAML()
+}
+
+// writeBullQueue writes a healthy BullMQ queue as the library lays it out
+// (internal/kind/kindtest's layout test has every state): one job running
+// under its lock, one waiting.
+func writeBullQueue(t *testing.T, c *redis.Client) {
+	ctx := context.Background()
+	now := exportertest.RedisTime(t, c)
+	pipe := c.Pipeline()
+	pipe.Set(ctx, "bull:e2e:id", 2, 0)
+	pipe.HSet(ctx, "bull:e2e:1", "name", "send", "timestamp", now, "processedOn", now, "attemptsMade", 0)
+	pipe.LPush(ctx, "bull:e2e:active", "1")
+	pipe.Set(ctx, "bull:e2e:1:lock", "token", time.Hour)
+	pipe.HSet(ctx, "bull:e2e:2", "name", "send", "timestamp", now)
+	pipe.LPush(ctx, "bull:e2e:wait", "2")
+	_, err := pipe.Exec(ctx)
+	exportertest.Must(t, err)
 }
 
 func prometheusConfig(rulesFile, exporterAddr, amAddr string) string {
@@ -330,6 +354,7 @@ func TestAlertsEndToEnd(t *testing.T) {
 
 	expConfig := filepath.Join(expDir, "slot_exporter.yml")
 	exportertest.WriteFile(t, expConfig, exporterConfig(rdb.Addr, floorWindow))
+	writeBullQueue(t, rdb.Client())
 	e.start("slot_exporter", exporterBin, "--config.file="+expConfig, "--web.listen-address="+expAddr)
 
 	amConfig := filepath.Join(amDir, "alertmanager.yml")
@@ -557,6 +582,15 @@ func checkDashboards(t *testing.T, prom promAPI, hook *webhook) {
 		leakedBy[a.labels["family"]] = append(leakedBy[a.labels["family"]], a.labels["user"])
 	}
 	pick := func(name string, raw map[string]string, values []string) ([]string, error) {
+		if name == "family" {
+			// The user dashboard is opened from a page: the families
+			// some user was paged for (the framework families here hold
+			// one healthy queue).
+			paged := slices.DeleteFunc(slices.Clone(values), func(f string) bool { return len(leakedBy[f]) == 0 })
+			if len(paged) > 0 {
+				values = paged
+			}
+		}
 		if name != "user" {
 			return values[:min(len(values), 4)], nil
 		}

@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/prometheus/prometheus v0.316.0
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/slotexporter/slot_exporter v0.0.0
 	github.com/slotexporter/slot_exporter/alerts v0.0.0
 	go.yaml.in/yaml/v3 v3.0.6
@@ -20,7 +21,6 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.73.1 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
