@@ -564,6 +564,20 @@ func (h *holder) wait(name string, timeout time.Duration) event {
 				h.t.Fatalf("%s: the library lost its hold: %v", h.name, ev)
 			}
 		case <-h.done:
+			// The reader closes done after it has queued every event,
+			// and select picks among ready cases at random: what the
+			// driver said before it exited is still queued.
+			for {
+				select {
+				case ev := <-h.events:
+					if ev.str("event") == name {
+						return ev
+					}
+					continue
+				default:
+				}
+				break
+			}
 			h.t.Fatalf("%s: driver exited (%v) before %q:\n%s", h.name, h.cmd.ProcessState, name, tail(h.stderr))
 		case <-timer.C:
 			h.t.Fatalf("%s: no %q in %v:\n%s", h.name, name, timeout, tail(h.stderr))
