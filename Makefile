@@ -34,18 +34,11 @@ deps:
 # start themselves, plus the promtool rule checks and unit tests.
 # tools/testreport prints what go test would, then the slowest 10 tests and
 # the counts.
-#
-# The product's module streams; the others (mostly waiting on real
-# Prometheus, Alertmanager and Chromium processes) run beside it into
-# files that follow it, which takes about two minutes off a two-core run.
 test: deps promtool-check
-	set -o pipefail; out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; { \
-		pids=(); for m in $(filter-out .,$(MODULES)); do \
-			(cd $$m && exec $(GO) test -race -count=1 -timeout 14m -json ./... >"$$out/$${m//\//_}.json" 2>&1) & pids+=($$!); \
-		done; \
-		rc=0; $(GO) test -race -count=1 -timeout 14m -json ./... 2>&1 || rc=1; \
-		for p in "$${pids[@]}"; do wait $$p || rc=1; done; \
-		cat "$$out"/*.json; exit $$rc; \
+	set -o pipefail; { \
+		rc=0; for m in $(MODULES); do \
+			(cd $$m && $(GO) test -race -count=1 -timeout 14m -json ./... 2>&1) || rc=1; \
+		done; exit $$rc; \
 	} | $(GO) run ./tools/testreport
 
 promtool-check:
