@@ -121,10 +121,13 @@ type edgeWindow struct{ lo, hi int64 }
 // newTimeEdges: with ttl 6s and stale_after 2s, a member scored n+s is
 // live until n+s-4s, stale until n+s, expired after (members are scored
 // n+5s, n+9s to n+9.5s and n+60s); leases run 2s, 5s and 12s, rate
-// windows 1.8s, slot-set keys 20s.
+// windows 1.8s, slot-set keys 20s. A rate key's PTTL falls to the
+// family's 2s window at -200 (its TTL is 1.8s counted from n): before
+// then it counts as ttl_beyond_window (CI saw a round of sweeps taken
+// across that moment).
 func newTimeEdges(now func() int64, n int64) *timeEdges {
 	e := &timeEdges{now: now, n: n}
-	for _, at := range []int64{1000, 1800, 2000, 5000, 5100, 5200, 5500, 9000, 9100, 9200, 9500, 12000, 20000, 56000, 60000} {
+	for _, at := range []int64{-200, 1000, 1800, 2000, 5000, 5100, 5200, 5500, 9000, 9100, 9200, 9500, 12000, 20000, 56000, 60000} {
 		e.ws = append(e.ws, edgeWindow{at - 800, at + 300})
 	}
 	return e
