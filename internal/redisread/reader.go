@@ -3,7 +3,6 @@ package redisread
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -384,99 +383,6 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 	for len(inflight) > 0 {
 		if err := recv(); err != nil {
 			return err
-		}
-	}
-	return nil
-}
-
-// chunk is how many keys go to Redis at once. Unbudgeted, a whole SCAN
-// page. Under a key budget, about a millisecond's worth (at least 10), so
-// that the reads reach Redis as a steady trickle rather than a page every
-// few milliseconds that other clients would queue behind: at 100k keys/s
-// this halved the p99 of concurrent GET/SET traffic in `make bench`.
-// Under the CPU pace, at least pacedChunk.
-func (p *Plan) chunk() int {
-	n := math.MaxInt
-	if p.Budget != nil {
-		n = min(n, max(limitInt(p.Budget)/1000, 10))
-	}
-	if p.Pace != nil {
-		n = min(n, max(limitInt(p.Pace)/1000, pacedChunk))
-	}
-	return n
-}
-
-// pacedChunk is the smallest batch the CPU pace sends. The pace charges
-// the exporter with all Redis spends on its reads, and a round trip costs
-// Redis a read, a write and an event-loop turn whatever the batch: at the
-// default share a millisecond's worth is some 20 keys, and the paced read
-// cost twice the unpaced pipeline's per key. A hundred slot sets' ZRANGE
-// and PTTL are about 14 KB, within one of Redis's 16 KB reads of a client's
-// input, so a batch still holds Redis no longer than any one client's read
-// does.
-const pacedChunk = 100
-
-// limitInt is l's rate as an int, an unlimited one as the largest.
-func limitInt(l *rate.Limiter) int {
-	if r := float64(l.Limit()); r < math.MaxInt32 {
-		return int(r)
-	}
-	return math.MaxInt32
-}
-
-// depth is how many batches are in flight on a raw connection. Under a
-// budget or pace, one: batches that wait in Redis's input buffer are
-// executed back to back, and every other client queues behind all of
-// them; one chunk at a time still reads far faster than any pace asks.
-func (p *Plan) depth() int {
-	if p.Budget != nil || p.Pace != nil {
-		return 1
-	}
-	return readDepth
-}
-
-// wait spends n keys of the budget and of the pace, in pieces no larger
-// than their bursts. They are counted as Spent once the wait is over,
-// when they go to Redis: counted before it, keys that waited out the
-// pacer's held second were taken for reads made during it, and their
-// assumed cost came off the baseline it measures.
-func (p *Plan) wait(ctx context.Context, n int) (err error) {
-	if p.Spent != nil {
-		defer func() {
-			if err == nil {
-				p.Spent(n)
-			}
-		}()
-	}
-	for _, l := range []struct {
-		lim  *rate.Limiter
-		name string
-	}{{p.Budget, "key budget"}, {p.Pace, "Redis CPU pace"}} {
-		if l.lim == nil {
-			continue
-		}
-		for left := n; left > 0; {
-			k := min(left, l.lim.Burst())
-			if err := l.lim.WaitN(ctx, k); err != nil {
-				if _, ok := ctx.Deadline(); ok && ctx.Err() == nil && k <= l.lim.Burst() {
-					// WaitN refuses at once a wait that would end past
-					// the deadline. The read is cut off at the deadline
-					// all the same, and ends there as one cut off while
-					// waiting does: a sweep that goes on in its next
-					// attempt, not a failed one.
-					<-ctx.Done()
-				}
-				if ctx.Err() != nil {
-					return fmt.Errorf("%s: %w", l.name, ctx.Err())
-				}
-				// The pace moves its burst as it measures: a piece cut
-				// to the old burst is tried again at the new one.
-				if k <= 1 {
-					return fmt.Errorf("%s: %w", l.name, err)
-				}
-				continue
-			}
-			left -= k
 		}
 	}
 	return nil
