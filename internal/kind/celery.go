@@ -273,7 +273,7 @@ func (c *celeryReads) unacked(owner *FrameworkRead, queues map[string]*celeryQue
 		raw, ok := vals[i].(string)
 		if !ok {
 			owner.Bad = append(owner.Bad, BadData{Key: "unacked", Reason: redisread.SkipBadValue,
-				Detail: fmt.Sprintf("delivery tag %s is in unacked_index but not in unacked", tag)})
+				Detail: fmt.Sprintf("delivery tag %s is in unacked_index but not in unacked", tag), Vanished: true})
 			continue
 		}
 		var entry []json.RawMessage

@@ -118,6 +118,11 @@ type BadData struct {
 	Key    string
 	Reason redisread.SkipReason
 	Detail string
+	// Vanished marks a key that one round of reads named and the next
+	// found missing: a job that ended between the two (finished and
+	// removed, or the data flushed) looks the same once. It is bad data
+	// only when it is missing in two sweeps in a row.
+	Vanished bool
 }
 
 // FrameworkRead is what a layout's Reads leaves in KeyRead.Extra for one
@@ -172,6 +177,9 @@ type framework struct {
 	// badSeen are the bad pieces (key and detail) logged in the last
 	// sweep: one line when one turns bad, not one per sweep.
 	badSeen, badNow map[string]struct{}
+	// vanishedPrev and vanishedNow are the Vanished pieces first seen in
+	// the last sweep and in this one.
+	vanishedPrev, vanishedNow map[string]struct{}
 }
 
 type frameworkSweep struct {
@@ -193,6 +201,7 @@ func (t *framework) Limits() track.Limits { return track.Limits{} }
 func (t *framework) Begin(sw *Sweep) redisread.Reads {
 	t.cur = frameworkSweep{now: sw.Now, oldest: [2]int64{-1, -1}, queues: map[string]*QueueJobs{}}
 	t.badNow = map[string]struct{}{}
+	t.vanishedNow = map[string]struct{}{}
 	return t.layout.reads(sw.Now)
 }
 
@@ -206,13 +215,19 @@ func (t *framework) Apply(sw *Sweep, k Key) {
 		t.cur.workers[i] += fr.Workers[i]
 	}
 	for _, b := range fr.Bad {
-		if sw.Skipped != nil {
-			sw.Skipped[b.Reason]++
-		}
 		// A shared key (celery's unacked) holds many pieces: each is
 		// logged once.
 		id := b.Key + "\x00" + b.Detail
+		if _, again := t.vanishedPrev[id]; b.Vanished && !again {
+			if _, bad := t.badSeen[id]; !bad {
+				t.vanishedNow[id] = struct{}{}
+				continue
+			}
+		}
 		t.badNow[id] = struct{}{}
+		if sw.Skipped != nil {
+			sw.Skipped[b.Reason]++
+		}
 		if _, seen := t.badSeen[id]; !seen && sw.Log != nil {
 			sw.Log.Warn("skipping bad "+string(t.cfg.Kind)+" data (counted in slot_exporter_keys_skipped_total)",
 				"key", b.Key, "reason", b.Reason.String(), "detail", b.Detail)
@@ -252,6 +267,7 @@ func (t *framework) Apply(sw *Sweep, k Key) {
 
 func (t *framework) End(_ *Sweep, lost, deferEnds bool) Ended {
 	t.badSeen = t.badNow
+	t.vanishedPrev = t.vanishedNow
 	if !deferEnds {
 		t.lost += uint64(max(t.layout.settle(t.cur.reads, lost), 0))
 	}

@@ -259,7 +259,7 @@ func (s *rqReads) second(r *redisread.KeyRead, fr *FrameworkRead, q *rqQueue, ou
 			}
 		case isNil(err):
 			fr.Bad = append(fr.Bad, BadData{Key: q.headKey, Reason: redisread.SkipBadValue,
-				Detail: fmt.Sprintf("the next job of %s:queue:%s has no hash, or no enqueued_at", p, q.name)})
+				Detail: fmt.Sprintf("the next job of %s:queue:%s has no hash, or no enqueued_at", p, q.name), Vanished: true})
 		}
 	}
 	for k, z := range q.entries {
@@ -275,7 +275,7 @@ func (s *rqReads) second(r *redisread.KeyRead, fr *FrameworkRead, q *rqQueue, ou
 		}
 		if v[0] == nil && v[1] == nil && v[2] == nil {
 			fr.Bad = append(fr.Bad, BadData{Key: key, Reason: redisread.SkipBadValue,
-				Detail: fmt.Sprintf("job %s is in %s:wip:%s but its hash is missing", id, p, q.name)})
+				Detail: fmt.Sprintf("job %s is in %s:wip:%s but its hash is missing", id, p, q.name), Vanished: true})
 			continue
 		}
 		started := int64(-1)

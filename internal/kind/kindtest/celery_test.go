@@ -78,13 +78,17 @@ func TestCeleryLayout(t *testing.T) {
 		queue("reports", "orphaned"):        1,
 		queue("mail", "orphaned"):           1,
 		`slot_users_active{family="tasks"}`: 2,
-		`slot_exporter_keys_skipped_total{family="tasks",reason="bad_value"}`: 3,
+		// t-missing, named by unacked_index and missing from unacked,
+		// counts from the second sweep: once, it may have been acked
+		// between the two rounds of reads.
+		`slot_exporter_keys_skipped_total{family="tasks",reason="bad_value"}`: 2,
 		`slot_family_max_wait_seconds{family="tasks"}`:                        300,
 	})
 	s.since(m, `slot_jobs_oldest_seconds{family="tasks",state="orphaned"}`, now-7_300_000, 0)
 	for _, q := range []string{"worker1.celery.pidbox", "celeryev.abc"} {
 		absent(t, m, queue(q, "waiting"))
 	}
+	s.sweep()
 	for _, detail := range []string{"t-missing", "t-garbled", "broken-member"} {
 		if n := len(logs.Lines("skipping bad celery data", detail)); n != 1 {
 			t.Errorf("%s: logged %d times, want once:\n%s", detail, n, logs.String())
