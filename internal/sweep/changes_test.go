@@ -54,9 +54,11 @@ func everyKindOn(c redisproc.Config, sampling ...string) string {
 }
 
 // readingMetrics are the exporter's figures about its own reading: they
-// differ between the two modes on purpose (keys read) or by timing.
+// differ between the two modes on purpose (keys read) or by timing (a
+// sweep that took longer than sampling.interval on a loaded machine is an
+// overrun for one exporter and not for the other).
 var readingMetrics = []string{
-	"slot_exporter_keys_scanned_total", "slot_exporter_sweep_duration_seconds",
+	"slot_exporter_keys_scanned_total", "slot_exporter_sweep_duration_seconds", "slot_exporter_sweep_overruns_total",
 	"slot_exporter_last_sweep_timestamp_seconds", "slot_exporter_sampling_period_seconds",
 	"slot_hold_duration_seconds_sum", "slot_exporter_clock_skew_seconds",
 }
