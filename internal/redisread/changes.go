@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/slotexporter/slot_exporter/internal/resp"
 )
 
 // A ChangeFeed names the keys written since they were last read, so that a
@@ -160,7 +162,7 @@ func coverPrefixes(ps []string) []string {
 // feedNode is the tracking of one node.
 type feedNode struct {
 	addr       string
-	track, sub *respConn
+	track, sub *resp.Conn
 	wmu        sync.Mutex // writes to sub
 	done       chan struct{}
 	// pings are the barriers waiting for their PING's answer, by token.
@@ -262,31 +264,31 @@ func (f *ChangeFeed) node(ctx context.Context, n Node) (*feedNode, error) {
 }
 
 func (f *ChangeFeed) connect(ctx context.Context, n Node) (*feedNode, error) {
-	cl := rawClient(n.C)
+	cl := resp.Client(n.C)
 	if cl == nil {
 		return nil, errors.New("the client's connections cannot be reproduced")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	sub, err := dialResp(ctx, cl, false)
+	sub, err := resp.Dial(ctx, cl, false)
 	if err != nil {
 		return nil, err
 	}
-	track, err := dialResp(ctx, cl, false)
+	track, err := resp.Dial(ctx, cl, false)
 	if err != nil {
-		_ = sub.nc.Close()
+		_ = sub.Close()
 		return nil, err
 	}
 	fail := func(err error) (*feedNode, error) {
-		_ = sub.nc.Close()
-		_ = track.nc.Close()
+		_ = sub.Close()
+		_ = track.Close()
 		return nil, err
 	}
-	id, err := sub.call(ctx, "CLIENT", "ID")
+	id, err := sub.Call(ctx, "CLIENT", "ID")
 	if err != nil {
 		return fail(fmt.Errorf("CLIENT ID: %w", err))
 	}
-	if _, err := sub.call(ctx, "SUBSCRIBE", "__redis__:invalidate"); err != nil {
+	if _, err := sub.Call(ctx, "SUBSCRIBE", "__redis__:invalidate"); err != nil {
 		return fail(fmt.Errorf("SUBSCRIBE __redis__:invalidate: %w", err))
 	}
 	args := []string{"CLIENT", "TRACKING", "ON", "REDIRECT", strconv.FormatInt(id.(int64), 10), "BCAST"}
@@ -295,7 +297,7 @@ func (f *ChangeFeed) connect(ctx context.Context, n Node) (*feedNode, error) {
 			args = append(args, "PREFIX", p)
 		}
 	}
-	if _, err := track.call(ctx, args...); err != nil {
+	if _, err := track.Call(ctx, args...); err != nil {
 		return fail(fmt.Errorf("CLIENT TRACKING: %w", err))
 	}
 	fn := &feedNode{addr: n.Addr, track: track, sub: sub, pings: map[string]chan struct{}{}, done: make(chan struct{}),
@@ -304,7 +306,7 @@ func (f *ChangeFeed) connect(ctx context.Context, n Node) (*feedNode, error) {
 		fn.dirty[fam.name] = map[string]struct{}{}
 	}
 	fn.used.Store(time.Now().UnixNano())
-	_ = sub.nc.SetDeadline(time.Time{})
+	sub.NoDeadline()
 	go f.receive(fn)
 	go f.keepAlive(fn, f.idle)
 	return fn, nil

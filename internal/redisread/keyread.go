@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/resp"
 )
 
 // Status is what became of one key's read.
@@ -123,7 +125,7 @@ func judgeError(r *KeyRead, msg string) error {
 		r.skip(SkipNoPermission)
 		return nil
 	}
-	return fmt.Errorf("reading %q: %w", r.Key, replyError(msg))
+	return fmt.Errorf("reading %q: %w", r.Key, resp.ReplyError(msg))
 }
 
 // judgeErr is judgeError for an error from go-redis: redis.Nil is a key
@@ -150,9 +152,3 @@ func (r *KeyRead) Judge(err error) error { return judgeErr(r, err) }
 // SkipAs marks r skipped for reason (a kind's own Reads, for a value it
 // cannot use).
 func (r *KeyRead) SkipAs(reason SkipReason) { r.skip(reason) }
-
-// replyError is an error reply, a redis.Error like go-redis's own.
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-func (replyError) RedisError()     {}
