@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/slotexporter/slot_exporter/internal/resp"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // A ChangeFeed names the keys written since they were last read, so that a
@@ -44,7 +45,7 @@ type ChangeFeed struct {
 	logger   *slog.Logger
 	fams     []*feedFamily
 	prefixes []string
-	shard    Shard
+	shard    topology.Shard
 
 	mu    sync.Mutex
 	nodes map[string]*feedNode
@@ -74,7 +75,7 @@ type feedFamily struct {
 var ErrNoTracking = errors.New("client tracking unavailable")
 
 // NewChangeFeed returns a feed for fams, keeping only the keys of shard.
-func NewChangeFeed(fams []WatchedFamily, shard Shard, logger *slog.Logger) *ChangeFeed {
+func NewChangeFeed(fams []WatchedFamily, shard topology.Shard, logger *slog.Logger) *ChangeFeed {
 	f := &ChangeFeed{logger: logger, shard: shard, nodes: map[string]*feedNode{},
 		refused: map[string]time.Time{}, warned: map[string]bool{}, idle: 30 * time.Minute}
 	for _, fam := range fams {
@@ -196,7 +197,7 @@ func nextEpoch() int {
 // may have been lost (a new or broken connection, a flush): a family
 // whose last complete read was under another epoch must read everything.
 // ErrNoTracking: this node's keys must be read every sweep.
-func (f *ChangeFeed) Changes(ctx context.Context, n Node, family string) ([]string, int, error) {
+func (f *ChangeFeed) Changes(ctx context.Context, n topology.Node, family string) ([]string, int, error) {
 	fn, err := f.node(ctx, n)
 	if err != nil {
 		return nil, 0, err
@@ -229,7 +230,7 @@ func (f *ChangeFeed) Changes(ctx context.Context, n Node, family string) ([]stri
 }
 
 // node returns n's tracking, connecting it if needed.
-func (f *ChangeFeed) node(ctx context.Context, n Node) (*feedNode, error) {
+func (f *ChangeFeed) node(ctx context.Context, n topology.Node) (*feedNode, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fn := f.nodes[n.Addr]; fn != nil {
@@ -263,7 +264,7 @@ func (f *ChangeFeed) node(ctx context.Context, n Node) (*feedNode, error) {
 	return fn, nil
 }
 
-func (f *ChangeFeed) connect(ctx context.Context, n Node) (*feedNode, error) {
+func (f *ChangeFeed) connect(ctx context.Context, n topology.Node) (*feedNode, error) {
 	cl := resp.Client(n.C)
 	if cl == nil {
 		return nil, errors.New("the client's connections cannot be reproduced")

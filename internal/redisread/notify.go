@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // With discovery: notify, the set of keys to read follows keyspace
@@ -43,7 +45,7 @@ func notifyClasses(fams []WatchedFamily) string {
 // CheckNotify refuses discovery: notify when Redis is not configured to
 // publish the events it relies on, and says exactly what to set. It needs
 // CONFIG GET; every node of a cluster is checked.
-func CheckNotify(ctx context.Context, topo *Topology, fams []WatchedFamily) error {
+func CheckNotify(ctx context.Context, topo *topology.Topology, fams []WatchedFamily) error {
 	need := notifyClasses(fams)
 	nodes, err := topo.Nodes(ctx)
 	if err != nil {
@@ -136,7 +138,7 @@ func (w *Watcher) family(name string) *watchedFamily {
 
 // watch makes sure node n has a confirmed subscription and returns the
 // node's epoch.
-func (w *Watcher) watch(ctx context.Context, n Node) (int, error) {
+func (w *Watcher) watch(ctx context.Context, n topology.Node) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, ok := w.pubsubs[n.Addr]; ok {
@@ -296,7 +298,7 @@ type scanMark struct {
 // ReadNode reads one node's keys of a family for a sweep: from the keys
 // that notifications announced, with a full SCAN when the subscription is
 // new or was interrupted, and every fullScanEvery.
-func (w *Watcher) ReadNode(ctx context.Context, rd *Reader, family string, n Node, p *Plan, fullScanEvery time.Duration, out chan<- []KeyRead) error {
+func (w *Watcher) ReadNode(ctx context.Context, rd *Reader, family string, n topology.Node, p *Plan, fullScanEvery time.Duration, out chan<- []KeyRead) error {
 	wf := w.family(family)
 	if wf == nil {
 		return fmt.Errorf("family %s is not watched", family)

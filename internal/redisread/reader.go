@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/slotexporter/slot_exporter/internal/resp"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // Reads is what a family reads for each of its keys: a kind's choice.
@@ -37,7 +38,7 @@ type Plan struct {
 	Reads Reads
 	// Shard keeps the keys of one exporter's share (sampling.shard); the
 	// others are dropped before they are read.
-	Shard Shard
+	Shard topology.Shard
 	// Now is the sweep's Redis time (ms), and Start the exporter's clock
 	// when Redis read it. When set, each key's PTTL is turned into its
 	// remaining time at Now (see at): a key read seconds into a long,
@@ -166,7 +167,7 @@ func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, po
 				keys = slices.DeleteFunc(keys, func(k string) bool { _, ok := sent[k]; return ok })
 			}
 			first = false
-			if keys = p.Shard.filter(keys); len(keys) > 0 {
+			if keys = p.Shard.Filter(keys); len(keys) > 0 {
 				select {
 				case pages <- page{keys: keys, scan: true, cursor: cursor, next: next}:
 				case <-ctx.Done():
@@ -210,7 +211,7 @@ func (rd *Reader) ReadKeysFrom(ctx context.Context, c redis.Cmdable, p *Plan, ke
 		step = 1000
 	}
 	if p.Shard.Count > 1 {
-		keys = p.Shard.filter(slices.Clone(keys))
+		keys = p.Shard.Filter(slices.Clone(keys))
 	}
 	if pos != nil {
 		keys = keys[min(pos.Offset, len(keys)):]

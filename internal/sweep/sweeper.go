@@ -21,12 +21,13 @@ import (
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // Sweeper samples every family of a config in the background.
 type Sweeper struct {
 	cfg     *config.Config
-	topo    *redisread.Topology
+	topo    *topology.Topology
 	reader  *redisread.Reader
 	watcher *redisread.Watcher // discovery: notify only
 	// changes names the keys written since their last read
@@ -35,7 +36,7 @@ type Sweeper struct {
 	// pacer paces every family's reads toward sampling.redis_cpu_share
 	// of Redis's CPU; nil when the share is 0.
 	pacer  *cpuPacer
-	shard  redisread.Shard
+	shard  topology.Shard
 	logger *slog.Logger
 	fams   []*family
 	// viewWarned: the unreadable CLUSTER NODES warning is logged once.
@@ -65,7 +66,7 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 	replica := cfg.Redis.ReadFrom == config.ReadFromReplica
 	s := &Sweeper{
 		cfg:    cfg,
-		topo:   redisread.NewTopology(client, replica),
+		topo:   topology.New(client, replica),
 		reader: redisread.NewReader(replica && cfg.Redis.Mode == config.ModeCluster),
 		logger: logger,
 	}
@@ -81,7 +82,7 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 		}
 		s.watcher = redisread.NewWatcher(fams, cfg.Redis.DB, logger)
 	}
-	s.shard = redisread.Shard{Index: cfg.Sampling.ShardIndex, Count: cfg.Sampling.ShardCount}
+	s.shard = topology.Shard{Index: cfg.Sampling.ShardIndex, Count: cfg.Sampling.ShardCount}
 	states := make([]*state, len(cfg.Families))
 	for i := range cfg.Families {
 		st, err := newState(&cfg.Families[i], &cfg.Sampling)
@@ -341,6 +342,6 @@ func (s *Sweeper) Queue(family, queue string) (kind.QueueView, bool) {
 
 // Topology is how the sweeper finds the servers, for live reads of one
 // key (the on-call page).
-func (s *Sweeper) Topology() *redisread.Topology { return s.topo }
+func (s *Sweeper) Topology() *topology.Topology { return s.topo }
 
 func (s *Sweeper) String() string { return fmt.Sprintf("sweeper(%d families)", len(s.fams)) }
