@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/changefeed"
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
@@ -32,7 +33,7 @@ type Sweeper struct {
 	watcher *redisread.Watcher // discovery: notify only
 	// changes names the keys written since their last read
 	// (sampling.track_changes with discovery: scan); nil: read all.
-	changes *redisread.ChangeFeed
+	changes *changefeed.Feed
 	// pacer paces every family's reads toward sampling.redis_cpu_share
 	// of Redis's CPU; nil when the share is 0.
 	pacer  *cpuPacer
@@ -96,14 +97,14 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 		states[i] = st
 	}
 	// Runnable: from here on nothing fails, and prev is stopped.
-	var feedFams []redisread.WatchedFamily
+	var feedFams []changefeed.Family
 	tracking := cfg.Sampling.TrackChanges && cfg.Sampling.Discovery == config.DiscoveryScan
 	if tracking {
 		for i := range cfg.Families {
 			f := &cfg.Families[i]
-			feedFams = append(feedFams, redisread.WatchedFamily{Name: f.Name, Match: f.Match, Re: f.MatchRegexp})
+			feedFams = append(feedFams, changefeed.Family{Name: f.Name, Match: f.Match, Re: f.MatchRegexp})
 		}
-		s.changes = redisread.NewChangeFeed(feedFams, s.shard, logger)
+		s.changes = changefeed.New(feedFams, s.shard, logger)
 	}
 	if prev != nil {
 		prev.stopLoops()

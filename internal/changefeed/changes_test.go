@@ -1,4 +1,4 @@
-package redisread
+package changefeed
 
 import (
 	"context"
@@ -27,12 +27,12 @@ func TestChangesBarrierPerCaller(t *testing.T) {
 	rc := srv.Client()
 	ctx := context.Background()
 	const callers, rounds = 6, 40
-	var fams []WatchedFamily
+	var fams []Family
 	for i := range callers {
-		fams = append(fams, WatchedFamily{Name: fmt.Sprintf("f%d", i), Match: fmt.Sprintf("k:%d:*", i),
+		fams = append(fams, Family{Name: fmt.Sprintf("f%d", i), Match: fmt.Sprintf("k:%d:*", i),
 			Re: regexp.MustCompile(fmt.Sprintf(`^k:%d:`, i))})
 	}
-	feed := NewChangeFeed(fams, topology.Shard{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	feed := New(fams, topology.Shard{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(feed.Close)
 	n := topology.Node{Addr: srv.Addr, C: rc}
 	if _, _, err := feed.Changes(ctx, n, "f0"); err != nil {
@@ -77,8 +77,8 @@ func TestChangesBarrierPerCaller(t *testing.T) {
 func TestChangesIdleNodeDropped(t *testing.T) {
 	kept, left := redistest.Start(t), redistest.Start(t)
 	ctx := context.Background()
-	fams := []WatchedFamily{{Name: "f", Match: "k:*", Re: regexp.MustCompile(`^k:`)}}
-	feed := NewChangeFeed(fams, topology.Shard{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	fams := []Family{{Name: "f", Match: "k:*", Re: regexp.MustCompile(`^k:`)}}
+	feed := New(fams, topology.Shard{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(feed.Close)
 	feed.idle = 1500 * time.Millisecond
 	nk, nl := topology.Node{Addr: kept.Addr, C: kept.Client()}, topology.Node{Addr: left.Addr, C: left.Client()}

@@ -1,4 +1,4 @@
-package redisread
+package changefeed
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // letting it go.
 
 // receive reads invalidations until the connection ends.
-func (f *ChangeFeed) receive(fn *feedNode) {
+func (f *Feed) receive(fn *feedNode) {
 	for {
 		v, err := fn.sub.Value()
 		if err != nil {
@@ -73,7 +73,7 @@ func (f *ChangeFeed) receive(fn *feedNode) {
 // keepAlive pings the tracking connection: tracking ends with it, and
 // without the push messages of RESP3 nothing else would tell.
 // A node no sweep has asked about for idle is let go.
-func (f *ChangeFeed) keepAlive(fn *feedNode, idle time.Duration) {
+func (f *Feed) keepAlive(fn *feedNode, idle time.Duration) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -137,7 +137,7 @@ const errIdle = "no sweep asked for this node's changes"
 
 // drop marks a node's tracking broken and closes it; the next Changes
 // reconnects under a new epoch.
-func (f *ChangeFeed) drop(fn *feedNode, why string) {
+func (f *Feed) drop(fn *feedNode, why string) {
 	fn.mu.Lock()
 	if fn.broken {
 		fn.mu.Unlock()

@@ -1,4 +1,7 @@
-package redisread
+// Package changefeed is the sweep's change feed: from Redis's client
+// tracking, on every node that a sweep reads (a cluster's too), it names
+// the keys written since a family last read them.
+package changefeed
 
 import (
 	"context"
@@ -17,7 +20,7 @@ import (
 	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
-// A ChangeFeed names the keys written since they were last read, so that a
+// A Feed names the keys written since they were last read, so that a
 // sweep reads those and advances the others with time from what it holds.
 // It uses Redis server-assisted client tracking in broadcasting mode
 // (Redis 6 and later, no server configuration): per node, one connection
@@ -41,7 +44,7 @@ import (
 // executed before the sweep started has been received by then. Families
 // sweep at once: each PING carries its own token, and each waits for the
 // answer to its own.
-type ChangeFeed struct {
+type Feed struct {
 	logger   *slog.Logger
 	fams     []*feedFamily
 	prefixes []string
@@ -64,6 +67,14 @@ type ChangeFeed struct {
 	idle time.Duration
 }
 
+// Family is one family as the feed sees it: its keys are routed to it by
+// Re, and tracking is asked for the literal prefix of Match.
+type Family struct {
+	Name  string
+	Match string         // the SCAN pattern
+	Re    *regexp.Regexp // Match as a regexp
+}
+
 type feedFamily struct {
 	name string
 	re   *regexp.Regexp
@@ -74,9 +85,9 @@ type feedFamily struct {
 // reader cannot reproduce): its keys are read every sweep.
 var ErrNoTracking = errors.New("client tracking unavailable")
 
-// NewChangeFeed returns a feed for fams, keeping only the keys of shard.
-func NewChangeFeed(fams []WatchedFamily, shard topology.Shard, logger *slog.Logger) *ChangeFeed {
-	f := &ChangeFeed{logger: logger, shard: shard, nodes: map[string]*feedNode{},
+// New returns a feed for fams, keeping only the keys of shard.
+func New(fams []Family, shard topology.Shard, logger *slog.Logger) *Feed {
+	f := &Feed{logger: logger, shard: shard, nodes: map[string]*feedNode{},
 		refused: map[string]time.Time{}, warned: map[string]bool{}, idle: 30 * time.Minute}
 	for _, fam := range fams {
 		f.fams = append(f.fams, &feedFamily{name: fam.Name, re: fam.Re})
@@ -88,12 +99,12 @@ func NewChangeFeed(fams []WatchedFamily, shard topology.Shard, logger *slog.Logg
 
 // Covers reports whether f tracks what other needs (the same prefixes and
 // shard), so that a reload can keep f.
-func (f *ChangeFeed) Covers(other *ChangeFeed) bool {
+func (f *Feed) Covers(other *Feed) bool {
 	return f.shard == other.shard && strings.Join(f.prefixes, "\x00") == strings.Join(other.prefixes, "\x00")
 }
 
 // SetFamilies routes invalidations to a reloaded config's families.
-func (f *ChangeFeed) SetFamilies(fams []WatchedFamily) {
+func (f *Feed) SetFamilies(fams []Family) {
 	var fs []*feedFamily
 	for _, fam := range fams {
 		fs = append(fs, &feedFamily{name: fam.Name, re: fam.Re})
@@ -131,7 +142,7 @@ func (f *ChangeFeed) SetFamilies(fams []WatchedFamily) {
 }
 
 // families is the current routing.
-func (f *ChangeFeed) families() []*feedFamily {
+func (f *Feed) families() []*feedFamily {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.fams
@@ -197,7 +208,7 @@ func nextEpoch() int {
 // may have been lost (a new or broken connection, a flush): a family
 // whose last complete read was under another epoch must read everything.
 // ErrNoTracking: this node's keys must be read every sweep.
-func (f *ChangeFeed) Changes(ctx context.Context, n topology.Node, family string) ([]string, int, error) {
+func (f *Feed) Changes(ctx context.Context, n topology.Node, family string) ([]string, int, error) {
 	fn, err := f.node(ctx, n)
 	if err != nil {
 		return nil, 0, err
@@ -230,7 +241,7 @@ func (f *ChangeFeed) Changes(ctx context.Context, n topology.Node, family string
 }
 
 // node returns n's tracking, connecting it if needed.
-func (f *ChangeFeed) node(ctx context.Context, n topology.Node) (*feedNode, error) {
+func (f *Feed) node(ctx context.Context, n topology.Node) (*feedNode, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fn := f.nodes[n.Addr]; fn != nil {
@@ -264,7 +275,7 @@ func (f *ChangeFeed) node(ctx context.Context, n topology.Node) (*feedNode, erro
 	return fn, nil
 }
 
-func (f *ChangeFeed) connect(ctx context.Context, n topology.Node) (*feedNode, error) {
+func (f *Feed) connect(ctx context.Context, n topology.Node) (*feedNode, error) {
 	cl := resp.Client(n.C)
 	if cl == nil {
 		return nil, errors.New("the client's connections cannot be reproduced")
@@ -315,10 +326,10 @@ func (f *ChangeFeed) connect(ctx context.Context, n topology.Node) (*feedNode, e
 
 // Received is how many key names Redis has sent in invalidations since
 // the feed started.
-func (f *ChangeFeed) Received() uint64 { return f.received.Load() }
+func (f *Feed) Received() uint64 { return f.received.Load() }
 
 // Close ends the tracking of every node.
-func (f *ChangeFeed) Close() {
+func (f *Feed) Close() {
 	f.mu.Lock()
 	nodes := f.nodes
 	f.nodes = nil
