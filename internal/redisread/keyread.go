@@ -1,9 +1,10 @@
-// Package redisread is the exporter's reading side: it finds a family's
-// keys (SCAN, or keyspace notifications), knows the servers that hold them
-// (a single server, a cluster's masters or replicas, a Sentinel's master),
-// and reads each key in pipelined batches. What to read per key is the
-// kind's choice (Reads); how a reply or an error is judged for one key is
-// decided here, in one table, for both the go-redis path and the raw one.
+// Package redisread reads a family's keys: it SCANs a node (or takes a
+// list of keys from discovery) and reads each key in pipelined batches,
+// paced, slot sets over internal/resp's raw connections. Which servers to
+// read is internal/topology's, which keys changed internal/changefeed's.
+// What to read per key is the kind's choice (Reads); how a reply or an
+// error is judged for one key is decided here, in one table, for both the
+// go-redis path and the raw one.
 package redisread
 
 import (

@@ -19,6 +19,7 @@ import (
 
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/changefeed"
+	"github.com/slotexporter/slot_exporter/internal/discovery"
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
@@ -30,7 +31,7 @@ type Sweeper struct {
 	cfg     *config.Config
 	topo    *topology.Topology
 	reader  *redisread.Reader
-	watcher *redisread.Watcher // discovery: notify only
+	watcher *discovery.Watcher // discovery: notify only
 	// changes names the keys written since their last read
 	// (sampling.track_changes with discovery: scan); nil: read all.
 	changes *changefeed.Feed
@@ -72,16 +73,16 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 		logger: logger,
 	}
 	if cfg.Sampling.Discovery == config.DiscoveryNotify {
-		var fams []redisread.WatchedFamily
+		var fams []discovery.Family
 		for i := range cfg.Families {
 			f := &cfg.Families[i]
-			fams = append(fams, redisread.WatchedFamily{Name: f.Name, Match: f.Match, Re: f.MatchRegexp, Classes: kind.NotifyClasses(f.Kind)})
+			fams = append(fams, discovery.Family{Name: f.Name, Match: f.Match, Re: f.MatchRegexp, Classes: kind.NotifyClasses(f.Kind)})
 		}
-		if err := redisread.CheckNotify(ctx, s.topo, fams); err != nil {
+		if err := discovery.CheckNotify(ctx, s.topo, fams); err != nil {
 			s.reader.Close()
 			return nil, err
 		}
-		s.watcher = redisread.NewWatcher(fams, cfg.Redis.DB, logger)
+		s.watcher = discovery.NewWatcher(fams, cfg.Redis.DB, logger)
 	}
 	s.shard = topology.Shard{Index: cfg.Sampling.ShardIndex, Count: cfg.Sampling.ShardCount}
 	states := make([]*state, len(cfg.Families))
