@@ -13,10 +13,10 @@ import (
 
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/kind"
-	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/release"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
 	"github.com/slotexporter/slot_exporter/internal/sweep"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 	"github.com/slotexporter/slot_exporter/redisconn"
 )
 
@@ -140,7 +140,7 @@ func (e *exporter) Config() *config.Config { return e.current.Load() }
 
 // Topology reaches Redis through the sampling client, for the on-call
 // page's live reads.
-func (e *exporter) Topology() *redisread.Topology {
+func (e *exporter) Topology() *topology.Topology {
 	if s := e.sweeper.Load(); s != nil {
 		return s.Topology()
 	}

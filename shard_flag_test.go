@@ -15,8 +15,8 @@ import (
 
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
-	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // shardConfig is the common families, the slot family under the name
@@ -64,7 +64,7 @@ func TestShardFlagOverridesTheFile(t *testing.T) {
 		}
 		c.PExpire(ctx, k, 240*time.Second)
 		c.Set(ctx, redisproc.CounterKey(u), 1, 0)
-		s := redisread.HashSlot(k)
+		s := topology.HashSlot(k)
 		want[fmt.Sprintf("%d/2", s%2)] = append(want[fmt.Sprintf("%d/2", s%2)], u)
 		want[fmt.Sprintf("%d/3", s%3)] = append(want[fmt.Sprintf("%d/3", s%3)], u)
 	}

@@ -91,8 +91,8 @@ type FirstSeer interface {
 // Replayer is a Tracker that can fold a key it did not read in a sweep,
 // from what it held of the key's last read, exactly as a full read at the
 // sweep's Redis time would find it: the sweep calls Replay only for keys
-// that nothing has written since they were read (internal/redisread's
-// ChangeFeed), and what changes with time alone (a member's state, a
+// that nothing has written since they were read (internal/changefeed's
+// Feed), and what changes with time alone (a member's state, a
 // lease's or a key's remaining time, a queue head's wait) is computed at
 // sw.Now. A key whose expiry has passed is gone, as Redis would have it.
 //

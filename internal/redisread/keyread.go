@@ -1,9 +1,10 @@
-// Package redisread is the exporter's reading side: it finds a family's
-// keys (SCAN, or keyspace notifications), knows the servers that hold them
-// (a single server, a cluster's masters or replicas, a Sentinel's master),
-// and reads each key in pipelined batches. What to read per key is the
-// kind's choice (Reads); how a reply or an error is judged for one key is
-// decided here, in one table, for both the go-redis path and the raw one.
+// Package redisread reads a family's keys: it SCANs a node (or takes a
+// list of keys from discovery) and reads each key in pipelined batches,
+// paced, slot sets over internal/resp's raw connections. Which servers to
+// read is internal/topology's, which keys changed internal/changefeed's.
+// What to read per key is the kind's choice (Reads); how a reply or an
+// error is judged for one key is decided here, in one table, for both the
+// go-redis path and the raw one.
 package redisread
 
 import (
@@ -12,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/resp"
 )
 
 // Status is what became of one key's read.
@@ -123,7 +126,7 @@ func judgeError(r *KeyRead, msg string) error {
 		r.skip(SkipNoPermission)
 		return nil
 	}
-	return fmt.Errorf("reading %q: %w", r.Key, replyError(msg))
+	return fmt.Errorf("reading %q: %w", r.Key, resp.ReplyError(msg))
 }
 
 // judgeErr is judgeError for an error from go-redis: redis.Nil is a key
@@ -150,9 +153,3 @@ func (r *KeyRead) Judge(err error) error { return judgeErr(r, err) }
 // SkipAs marks r skipped for reason (a kind's own Reads, for a value it
 // cannot use).
 func (r *KeyRead) SkipAs(reason SkipReason) { r.skip(reason) }
-
-// replyError is an error reply, a redis.Error like go-redis's own.
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-func (replyError) RedisError()     {}

@@ -8,6 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
+
+	"github.com/slotexporter/slot_exporter/internal/resp"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // Reads is what a family reads for each of its keys: a kind's choice.
@@ -35,7 +38,7 @@ type Plan struct {
 	Reads Reads
 	// Shard keeps the keys of one exporter's share (sampling.shard); the
 	// others are dropped before they are read.
-	Shard Shard
+	Shard topology.Shard
 	// Now is the sweep's Redis time (ms), and Start the exporter's clock
 	// when Redis read it. When set, each key's PTTL is turned into its
 	// remaining time at Now (see at): a key read seconds into a long,
@@ -56,18 +59,18 @@ const readDepth = 4
 // Reader reads keys for the families of one sweeper. It owns the raw
 // connections of the fast path for slot sets, which close with it.
 type Reader struct {
-	pool respPool
+	pool *resp.Pool
 }
 
 // NewReader returns a reader. readOnly is set when the keys are read from
 // cluster replicas: raw connections then send READONLY, as go-redis's own
 // node connections do.
 func NewReader(readOnly bool) *Reader {
-	return &Reader{pool: respPool{readOnly: readOnly}}
+	return &Reader{pool: resp.NewPool(readOnly)}
 }
 
 // Close closes the idle raw connections.
-func (rd *Reader) Close() { rd.pool.close() }
+func (rd *Reader) Close() { rd.pool.Close() }
 
 // ScanNode SCANs one node for the plan's keys and reads them in pipelined
 // batches. SCAN runs ahead on its own connection, a few pages in advance,
@@ -164,7 +167,7 @@ func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, po
 				keys = slices.DeleteFunc(keys, func(k string) bool { _, ok := sent[k]; return ok })
 			}
 			first = false
-			if keys = p.Shard.filter(keys); len(keys) > 0 {
+			if keys = p.Shard.Filter(keys); len(keys) > 0 {
 				select {
 				case pages <- page{keys: keys, scan: true, cursor: cursor, next: next}:
 				case <-ctx.Done():
@@ -208,7 +211,7 @@ func (rd *Reader) ReadKeysFrom(ctx context.Context, c redis.Cmdable, p *Plan, ke
 		step = 1000
 	}
 	if p.Shard.Count > 1 {
-		keys = p.Shard.filter(slices.Clone(keys))
+		keys = p.Shard.Filter(slices.Clone(keys))
 	}
 	if pos != nil {
 		keys = keys[min(pos.Offset, len(keys)):]
@@ -244,7 +247,7 @@ func (rd *Reader) ReadKeysFrom(ctx context.Context, c redis.Cmdable, p *Plan, ke
 // caller has received is exactly what pos says was handed over.
 func (rd *Reader) readPages(ctx context.Context, c redis.Cmdable, p *Plan, pos *Progress, pages <-chan page, out chan<- []KeyRead) error {
 	if z, ok := p.Reads.(*ZSetReads); ok {
-		if cl := rawClient(c); cl != nil {
+		if cl := resp.Client(c); cl != nil {
 			return rd.readPagesRaw(ctx, cl, c, p, z, pos, pages, out)
 		}
 	}
@@ -321,7 +324,7 @@ func (p *Plan) stamp(reads []KeyRead, at int64) {
 // readPagesRaw reads slot sets over a raw connection with readDepth
 // batches in flight.
 func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cmdable, p *Plan, z *ZSetReads, pos *Progress, pages <-chan page, out chan<- []KeyRead) error {
-	conn, err := rd.pool.get(ctx, cl)
+	conn, err := rd.pool.Get(ctx, cl)
 	if err != nil {
 		return fmt.Errorf("sweep connection: %w", err)
 	}
@@ -334,14 +337,14 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 	var inflight []batch
 	defer func() {
 		if len(inflight) > 0 {
-			conn.broken = true // replies left unread
+			conn.MarkBroken() // replies left unread
 		}
-		rd.pool.put(cl, conn)
+		rd.pool.Put(cl, conn)
 	}()
 	recv := func() error {
 		keys := inflight[0].keys
 		reads := make([]KeyRead, len(keys))
-		big, err := conn.recvSlotReads(ctx, keys, z.MaxMembers, reads)
+		big, err := recvSlotReads(ctx, conn, keys, z.MaxMembers, reads)
 		if err != nil {
 			return err
 		}
@@ -369,7 +372,7 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 				return err
 			}
 			at := p.at()
-			if err := conn.sendSlotReads(ctx, keys, z.MaxMembers); err != nil {
+			if err := conn.SendSlotReads(ctx, keys, z.MaxMembers); err != nil {
 				return err
 			}
 			inflight = append(inflight, batch{keys, at, &pg, len(rest) == 0})

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/resp"
 )
 
 // MaxValueBytes bounds what is read of a value under a string kind
@@ -32,7 +34,7 @@ func TooLarge(v string) bool { return len(v) > MaxValueBytes }
 // IntReads reads an integer string: GETRANGE 0 MaxValueBytes (a bounded
 // GET), and PTTL when WithTTL. A value longer than MaxValueBytes is
 // skipped as value_too_large, one that Redis would not take as an integer
-// (ParseInt) as bad_value.
+// (resp.ParseInt) as bad_value.
 //
 // GETRANGE answers "" for a missing key as for an empty value: with PTTL
 // (-2: no key) the two are told apart; without, "" is read as gone (it is
@@ -94,7 +96,7 @@ func (r *KeyRead) SetInt(v string) {
 		r.skip(SkipValueTooLarge)
 		return
 	}
-	n, ok := ParseInt(v)
+	n, ok := resp.ParseInt(v)
 	if !ok {
 		r.skip(SkipBadValue)
 		return

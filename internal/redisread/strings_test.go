@@ -65,32 +65,6 @@ func TestIntReadsAsRedisParses(t *testing.T) {
 	}
 }
 
-// TestParseIntAgreesWithRedis checks ParseInt itself on every value of
-// the table, and on every prefix of them.
-func TestParseIntAgreesWithRedis(t *testing.T) {
-	srv := redistest.Start(t)
-	c := srv.Client()
-	seen := map[string]bool{}
-	for _, v := range redistest.IntEdgeValues {
-		if len(v) > 64 {
-			v = v[:64]
-		}
-		for j := 0; j <= len(v); j++ {
-			for _, s := range []string{v[:j], strings.TrimSpace(v[:j])} {
-				if seen[s] {
-					continue
-				}
-				seen[s] = true
-				want, wok := redistest.RedisInt(t, c, s)
-				got, ok := ParseInt(s)
-				if ok != wok || got != want {
-					t.Errorf("ParseInt(%q) = %d, %v; Redis: %d, %v", s, got, ok, want, wok)
-				}
-			}
-		}
-	}
-}
-
 // TestRawReadsLongMembers: members around the raw reader's 64 KiB buffer
 // (one byte short, exact, one over, with the CRLF split across two reads)
 // and one of 64 MB hash through the raw path as through go-redis: the raw

@@ -2,42 +2,24 @@ package redisread
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/slotexporter/slot_exporter/internal/resp"
 )
 
 // The raw path's reads of slot sets: one ZRANGE WITHSCORES and one PTTL per
-// key, written into one buffer and parsed in place.
+// key, written into one buffer (resp.Conn.SendSlotReads) and parsed in
+// place.
 
-// sendSlotReads queues ZRANGE key 0 max WITHSCORES and PTTL key for every
-// key and writes them.
-func (c *respConn) sendSlotReads(ctx context.Context, keys []string, maxMembers int64) error {
-	c.num = strconv.AppendInt(c.num[:0], maxMembers, 10)
-	for _, k := range keys {
-		c.wbuf = append(c.wbuf, "*5\r\n$6\r\nZRANGE\r\n"...)
-		c.bulk(k)
-		c.wbuf = append(c.wbuf, "$1\r\n0\r\n$"...)
-		c.wbuf = strconv.AppendInt(c.wbuf, int64(len(c.num)), 10)
-		c.wbuf = append(c.wbuf, '\r', '\n')
-		c.wbuf = append(c.wbuf, c.num...)
-		c.wbuf = append(c.wbuf, "\r\n$10\r\nWITHSCORES\r\n*2\r\n$4\r\nPTTL\r\n"...)
-		c.bulk(k)
-	}
-	stop, err := c.flush(ctx)
-	stop()
-	return err
-}
-
-// recvSlotReads parses the replies to sendSlotReads for keys. Errors local
+// recvSlotReads parses the replies to SendSlotReads for keys. Errors local
 // to a key are classified on the key's read; any other failure leaves the
 // connection broken.
-func (c *respConn) recvSlotReads(ctx context.Context, keys []string, maxMembers int64, reads []KeyRead) ([]int, error) {
-	stop, err := c.deadline(ctx)
+func recvSlotReads(ctx context.Context, c *resp.Conn, keys []string, maxMembers int64, reads []KeyRead) ([]int, error) {
+	stop, err := c.Deadline(ctx)
 	defer stop()
 	if err != nil {
-		c.broken = true
+		c.MarkBroken()
 		return nil, err
 	}
 	slab := make([]Member, 0, len(keys)*2)
@@ -50,20 +32,20 @@ func (c *respConn) recvSlotReads(ctx context.Context, keys []string, maxMembers 
 		_, _ = d.WriteString(k)
 		_, _ = d.Write([]byte{0})
 		start := len(slab)
-		n, zerr, err := c.readZRange(d, &slab)
+		n, zerr, err := readZRange(c, d, &slab)
 		if err != nil {
-			return nil, c.ioErr(ctx, err)
+			return nil, c.Fail(ctx, err)
 		}
-		pttl, perr, err := c.readInt()
+		pttl, perr, err := c.ReadInt()
 		if err != nil {
-			return nil, c.ioErr(ctx, err)
+			return nil, c.Fail(ctx, err)
 		}
 		for _, e := range [][]byte{zerr, perr} {
 			if e == nil {
 				continue
 			}
 			if err := judgeError(r, string(e)); err != nil {
-				c.broken = true // the rest of the replies are unread
+				c.MarkBroken() // the rest of the replies are unread
 				return nil, err
 			}
 			break
@@ -89,41 +71,20 @@ func (c *respConn) recvSlotReads(ctx context.Context, keys []string, maxMembers 
 }
 
 // readZRange reads a ZRANGE WITHSCORES reply, appending its members to
-// slab. An error reply is returned as errMsg.
-func (c *respConn) readZRange(prefix *xxhash.Digest, slab *[]Member) (n int, errMsg []byte, err error) {
-	line, err := c.line()
-	if err != nil {
-		return 0, nil, err
+// slab, each hashed as (key, 0, member) from the reply bytes: prefix has
+// the key and the 0 written. An error reply is returned as errMsg.
+func readZRange(c *resp.Conn, prefix *xxhash.Digest, slab *[]Member) (n int, errMsg []byte, err error) {
+	n, errMsg, err = c.ReadZRangeLen()
+	if err != nil || errMsg != nil {
+		return 0, errMsg, err
 	}
-	switch line[0] {
-	case '-':
-		return 0, append([]byte(nil), line[1:]...), nil
-	case '*':
-	default:
-		return 0, nil, fmt.Errorf("%w to ZRANGE: %q", errProtocol, line)
-	}
-	cnt, ok := parseInt(line[1:])
-	if !ok || cnt%2 != 0 {
-		if cnt == -1 {
-			return 0, nil, nil
-		}
-		return 0, nil, fmt.Errorf("%w to ZRANGE: %q", errProtocol, line)
-	}
-	for j := int64(0); j < cnt; j += 2 {
+	for range n {
 		d := *prefix
-		if err := c.bulkTo(&d); err != nil {
-			return 0, nil, err
-		}
-		h := d.Sum64()
-		s, err := c.bulkReply()
+		score, err := c.ReadScored(&d)
 		if err != nil {
 			return 0, nil, err
 		}
-		score, err := parseScore(s)
-		if err != nil {
-			return 0, nil, err
-		}
-		*slab = append(*slab, Member{Hash: h, Score: score})
+		*slab = append(*slab, Member{Hash: d.Sum64(), Score: score})
 	}
-	return int(cnt / 2), nil, nil
+	return n, nil, nil
 }

@@ -7,7 +7,7 @@ import (
 	"reflect"
 
 	"github.com/slotexporter/slot_exporter/config"
-	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 	"github.com/slotexporter/slot_exporter/redisconn"
 )
 
@@ -56,7 +56,7 @@ func (r *Releaser) Configure(cfg *config.Config) error {
 	if r.client != nil {
 		_ = r.client.Close()
 	}
-	r.cfg, r.client, r.topo = cfg, c, redisread.NewTopology(c, false)
+	r.cfg, r.client, r.topo = cfg, c, topology.New(c, false)
 	return nil
 }
 
@@ -71,7 +71,7 @@ func (r *Releaser) Close() {
 }
 
 // current returns the config and the write side to use for one request.
-func (r *Releaser) current() (*config.Config, *redisread.Topology, error) {
+func (r *Releaser) current() (*config.Config, *topology.Topology, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cfg == nil || r.topo == nil {

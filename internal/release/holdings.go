@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
-	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 	"github.com/slotexporter/slot_exporter/internal/track"
 )
 
@@ -126,7 +126,7 @@ func Readable(k config.Kind) bool {
 // Read finds a user's keys in a family and reads what they hold, with
 // read-only commands. It tries the likely key names first and falls back
 // to a bounded SCAN; h.Search says which it took.
-func Read(ctx context.Context, topo *redisread.Topology, f *config.Family, user string, o ReadOptions) (*Holdings, error) {
+func Read(ctx context.Context, topo *topology.Topology, f *config.Family, user string, o ReadOptions) (*Holdings, error) {
 	if !Readable(f.Kind) {
 		return nil, fmt.Errorf("family %s: kind %q cannot be read", f.Name, f.Kind)
 	}

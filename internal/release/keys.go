@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/slotexporter/slot_exporter/config"
-	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // How a user's keys were found, in the order they are tried. A user id is
@@ -167,7 +167,7 @@ type Search struct {
 }
 
 // scanForUser runs the bounded SCAN on every node.
-func scanForUser(ctx context.Context, topo *redisread.Topology, f *config.Family, user string, count int64, s *Search) ([]string, error) {
+func scanForUser(ctx context.Context, topo *topology.Topology, f *config.Family, user string, count int64, s *Search) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, scanDeadline)
 	defer cancel()
 	s.Pattern = scanPattern(f, user)

@@ -12,6 +12,7 @@ import (
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/resp"
 )
 
 // One reader per kind fills a KeyHolding (readKey picks it), each in one
@@ -117,7 +118,7 @@ func readValue(ctx context.Context, c redis.Cmdable, k *KeyHolding, withTTL bool
 		return true, nil
 	}
 	k.Value = v
-	k.Int, k.IsInt = redisread.ParseInt(v)
+	k.Int, k.IsInt = resp.ParseInt(v)
 	return true, nil
 }
 

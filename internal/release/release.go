@@ -24,7 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
-	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // Results, the label values of slot_exporter_releases_total{result}.
@@ -91,7 +91,7 @@ type Releaser struct {
 	mu     sync.Mutex
 	cfg    *config.Config
 	client redis.UniversalClient
-	topo   *redisread.Topology
+	topo   *topology.Topology
 	now    func() time.Time
 	// beforeOutcome, for tests, runs just before a release's outcome
 	// record is written.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // Which keys a sweep reads when it reads only what changed.
@@ -25,7 +26,7 @@ import (
 // settling reads again every unseen key of a slot that moved (settle.go),
 // and one whose settling cannot account for every key leaves the next
 // sweep to read everything.
-func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []redisread.Node) {
+func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topology.Node) {
 	st := f.state
 	rp, ok := st.tracker.(kind.Replayer)
 	feed := f.s.changes
@@ -92,7 +93,7 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []redisre
 // readChanged reads one node's changed keys, and the next slice of the
 // reconciliation's SCAN, which goes on from where the last sweep left it.
 // An attempt after a cut-off reads the rest of the same list.
-func (f *family) readChanged(ctx context.Context, run *sweepRun, n redisread.Node, out chan<- []redisread.KeyRead) error {
+func (f *family) readChanged(ctx context.Context, run *sweepRun, n topology.Node, out chan<- []redisread.KeyRead) error {
 	st := f.state
 	run.cursorMu.Lock()
 	keys, listed := run.changed[n.Addr], run.reconciled[n.Addr]

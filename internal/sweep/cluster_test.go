@@ -16,8 +16,8 @@ import (
 
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
-	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // clusterConfig is the config of every cluster test: the common families
@@ -356,7 +356,7 @@ func TestClusterReadFromReplica(t *testing.T) {
 }
 
 // tagSlot is the hash slot of a key whose hash tag is tag.
-func tagSlot(tag string) int { return redisread.HashSlot("{" + tag + "}") }
+func tagSlot(tag string) int { return topology.HashSlot("{" + tag + "}") }
 
 // usersInSlot returns n user ids whose stream keys hash to slot.
 func usersInSlot(slot, n int) []string {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // lostWatch tells vanished data from holds that ended: a hold gone because
@@ -19,7 +19,7 @@ import (
 // data and is not a loss; keys deleted one by one (DEL, UNLINK) by a
 // cleanup job are releases, as far as Redis can say.
 type lostWatch struct {
-	nodes map[string]redisread.Identity // by node address
+	nodes map[string]topology.Identity // by node address
 	// suspect is set when data may have vanished, and cleared by the next
 	// sweep that ends holds: the sweep that notices may fail after
 	// recording the new identity, and the vanished holds must still count
@@ -30,10 +30,10 @@ type lostWatch struct {
 	// that changed the address (not the database): if the first sweep
 	// after it finds the same servers (a host-name alias, another Sentinel
 	// list), nothing was lost.
-	movedFrom map[string]redisread.Identity // by run_id
+	movedFrom map[string]topology.Identity // by run_id
 }
 
-func newLostWatch() lostWatch { return lostWatch{nodes: map[string]redisread.Identity{}} }
+func newLostWatch() lostWatch { return lostWatch{nodes: map[string]topology.Identity{}} }
 
 // markMoved records that the family now reads another Redis: what was
 // tracked from the old one and is not seen again is lost. sameDB is false
@@ -42,22 +42,22 @@ func (l *lostWatch) markMoved(sameDB bool) {
 	l.suspect = true
 	l.movedFrom = nil
 	if sameDB {
-		l.movedFrom = map[string]redisread.Identity{}
+		l.movedFrom = map[string]topology.Identity{}
 		for _, id := range l.nodes {
 			l.movedFrom[id.RunID] = id
 		}
 	}
-	l.nodes = map[string]redisread.Identity{}
+	l.nodes = map[string]topology.Identity{}
 }
 
 // check reads every node's identity and flush count, and reports whether
 // it found data vanished since the last check.
-func (l *lostWatch) check(ctx context.Context, nodes []redisread.Node, log *slog.Logger) (vanished bool) {
+func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.Logger) (vanished bool) {
 	moved := l.movedFrom
 	l.movedFrom = nil
 	sameServers := moved != nil
 	for _, n := range nodes {
-		id, err := redisread.Identify(ctx, n.C)
+		id, err := topology.Identify(ctx, n.C)
 		if err != nil || id.RunID == "" {
 			sameServers = false
 			if !l.warned {

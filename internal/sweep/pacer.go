@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // cpuPacer paces every family's reads toward a share of Redis's CPU
@@ -39,7 +39,7 @@ type cpuPacer struct {
 	active  atomic.Int32  // sweeps reading now
 
 	mu    sync.Mutex
-	nodes []redisread.Node
+	nodes []topology.Node
 	// invalidations counts the key names client tracking has had Redis
 	// send (nil without tracking); invRate is their rate.
 	invalidations func() uint64
@@ -145,7 +145,7 @@ func (p *cpuPacer) hold(now time.Time) {
 // KeysPerSecond is the key rate the pacer allows now.
 func (p *cpuPacer) KeysPerSecond() float64 { return float64(p.limiter.Limit()) }
 
-func (p *cpuPacer) setNodes(nodes []redisread.Node) {
+func (p *cpuPacer) setNodes(nodes []topology.Node) {
 	p.mu.Lock()
 	p.nodes = nodes
 	p.mu.Unlock()

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // A sweep that cannot read every key within sampling.timeout (a million
@@ -38,7 +38,7 @@ func (c *cutOff) Unwrap() error { return c.err }
 // nothing elsewhere), or data vanished in between (a restart, a flush:
 // what it read is of another dataset). The next sweep then starts anew,
 // and the kind's sweep with it, as a failed sweep's next one does.
-func (f *family) resume(ctx context.Context) (*sweepRun, []redisread.Node, error) {
+func (f *family) resume(ctx context.Context) (*sweepRun, []topology.Node, error) {
 	st := f.state
 	run := st.partial
 	st.partial = nil
@@ -58,11 +58,11 @@ func (f *family) resume(ctx context.Context) (*sweepRun, []redisread.Node, error
 }
 
 // sameNodes reports whether nodes are the ones run began with.
-func sameNodes(run *sweepRun, nodes []redisread.Node) bool {
+func sameNodes(run *sweepRun, nodes []topology.Node) bool {
 	if len(nodes) != len(run.progress) {
 		return false
 	}
-	return !slices.ContainsFunc(nodes, func(n redisread.Node) bool { return run.progress[n.Addr] == nil })
+	return !slices.ContainsFunc(nodes, func(n topology.Node) bool { return run.progress[n.Addr] == nil })
 }
 
 // logCutOff says, on the first attempt cut off and then each time their

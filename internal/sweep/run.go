@@ -12,6 +12,7 @@ import (
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 	"github.com/slotexporter/slot_exporter/internal/track"
 )
 
@@ -44,7 +45,7 @@ type sweepRun struct {
 	// start is the view of slot ownership the sweep started from (nil:
 	// a single server); after is the exporter's clock when Redis TIME
 	// (Now) was read, and began when the first attempt started.
-	start *redisread.SlotView
+	start *topology.SlotView
 	after time.Time
 	began time.Time
 	// progress is how far each node's read has got (by address), and
@@ -98,7 +99,7 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 
 // begin starts a sweep: the nodes, Redis TIME, what to read, and the
 // kind's and the floor's sweep.
-func (f *family) begin(ctx context.Context) (*sweepRun, []redisread.Node, error) {
+func (f *family) begin(ctx context.Context) (*sweepRun, []topology.Node, error) {
 	st := f.state
 	topo := f.s.topo
 	began := time.Now()
@@ -155,7 +156,7 @@ func (f *family) begin(ctx context.Context) (*sweepRun, []redisread.Node, error)
 // read runs one attempt's reads: each node's keys, from where the last
 // attempt left them, and the keys read every sweep. It returns how many
 // keys it applied.
-func (f *family) read(ctx context.Context, run *sweepRun, nodes []redisread.Node) (int, error) {
+func (f *family) read(ctx context.Context, run *sweepRun, nodes []topology.Node) (int, error) {
 	out := make(chan []redisread.KeyRead, 2*len(nodes))
 	// One slot per reader, the volatile keys' included: when one fails it
 	// cancels the others, which fail too, and a reader that could not
@@ -262,7 +263,7 @@ func (f *family) floorWindow() int64 {
 
 // readNode reads one node's keys: by SCAN from where pos says the last
 // attempt left it, or from notifications.
-func (f *family) readNode(ctx context.Context, n redisread.Node, p *redisread.Plan, pos *redisread.Progress, out chan<- []redisread.KeyRead) error {
+func (f *family) readNode(ctx context.Context, n topology.Node, p *redisread.Plan, pos *redisread.Progress, out chan<- []redisread.KeyRead) error {
 	if w := f.s.watcher; w != nil {
 		return w.ReadNode(ctx, f.s.reader, f.cfg.Name, n, p, f.sampling.FullScanInterval, out)
 	}

@@ -6,12 +6,13 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // slotView returns the view of slot ownership a sweep starts from; nil
 // for a single server, or when it cannot be read (then settle cannot bound
 // what moved).
-func (f *family) slotView(ctx context.Context) *redisread.SlotView {
+func (f *family) slotView(ctx context.Context) *topology.SlotView {
 	v, err := f.s.topo.View(ctx)
 	if err != nil {
 		if f.s.viewWarned.CompareAndSwap(false, true) {
@@ -30,7 +31,7 @@ func (f *family) slotView(ctx context.Context) *redisread.SlotView {
 // (a node that could not be asked, an unreadable view), it returns true:
 // no hold ends in this sweep, the next one ends what is really gone, with
 // hold durations still taken from when each was last seen.
-func (f *family) settle(ctx context.Context, st *sweepRun, start *redisread.SlotView) (deferEnds bool) {
+func (f *family) settle(ctx context.Context, st *sweepRun, start *topology.SlotView) (deferEnds bool) {
 	if !f.s.topo.IsCluster() {
 		if len(st.moved) > 0 {
 			f.rereadMoved(ctx, st)
@@ -42,7 +43,7 @@ func (f *family) settle(ctx context.Context, st *sweepRun, start *redisread.Slot
 	if start != nil {
 		if end, err := f.s.topo.View(ctx); err == nil && end != nil {
 			bounded = true
-			if slots = redisread.Unsettled(start, end); len(slots) > 0 {
+			if slots = topology.Unsettled(start, end); len(slots) > 0 {
 				keys, complete := end.KeysIn(ctx, slots, f.cfg.MatchRegexp)
 				bounded = complete
 				for _, k := range keys {

@@ -18,24 +18,27 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/changefeed"
+	"github.com/slotexporter/slot_exporter/internal/discovery"
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // Sweeper samples every family of a config in the background.
 type Sweeper struct {
 	cfg     *config.Config
-	topo    *redisread.Topology
+	topo    *topology.Topology
 	reader  *redisread.Reader
-	watcher *redisread.Watcher // discovery: notify only
+	watcher *discovery.Watcher // discovery: notify only
 	// changes names the keys written since their last read
 	// (sampling.track_changes with discovery: scan); nil: read all.
-	changes *redisread.ChangeFeed
+	changes *changefeed.Feed
 	// pacer paces every family's reads toward sampling.redis_cpu_share
 	// of Redis's CPU; nil when the share is 0.
 	pacer  *cpuPacer
-	shard  redisread.Shard
+	shard  topology.Shard
 	logger *slog.Logger
 	fams   []*family
 	// viewWarned: the unreadable CLUSTER NODES warning is logged once.
@@ -65,23 +68,23 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 	replica := cfg.Redis.ReadFrom == config.ReadFromReplica
 	s := &Sweeper{
 		cfg:    cfg,
-		topo:   redisread.NewTopology(client, replica),
+		topo:   topology.New(client, replica),
 		reader: redisread.NewReader(replica && cfg.Redis.Mode == config.ModeCluster),
 		logger: logger,
 	}
 	if cfg.Sampling.Discovery == config.DiscoveryNotify {
-		var fams []redisread.WatchedFamily
+		var fams []discovery.Family
 		for i := range cfg.Families {
 			f := &cfg.Families[i]
-			fams = append(fams, redisread.WatchedFamily{Name: f.Name, Match: f.Match, Re: f.MatchRegexp, Classes: kind.NotifyClasses(f.Kind)})
+			fams = append(fams, discovery.Family{Name: f.Name, Match: f.Match, Re: f.MatchRegexp, Classes: kind.NotifyClasses(f.Kind)})
 		}
-		if err := redisread.CheckNotify(ctx, s.topo, fams); err != nil {
+		if err := discovery.CheckNotify(ctx, s.topo, fams); err != nil {
 			s.reader.Close()
 			return nil, err
 		}
-		s.watcher = redisread.NewWatcher(fams, cfg.Redis.DB, logger)
+		s.watcher = discovery.NewWatcher(fams, cfg.Redis.DB, logger)
 	}
-	s.shard = redisread.Shard{Index: cfg.Sampling.ShardIndex, Count: cfg.Sampling.ShardCount}
+	s.shard = topology.Shard{Index: cfg.Sampling.ShardIndex, Count: cfg.Sampling.ShardCount}
 	states := make([]*state, len(cfg.Families))
 	for i := range cfg.Families {
 		st, err := newState(&cfg.Families[i], &cfg.Sampling)
@@ -95,14 +98,14 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 		states[i] = st
 	}
 	// Runnable: from here on nothing fails, and prev is stopped.
-	var feedFams []redisread.WatchedFamily
+	var feedFams []changefeed.Family
 	tracking := cfg.Sampling.TrackChanges && cfg.Sampling.Discovery == config.DiscoveryScan
 	if tracking {
 		for i := range cfg.Families {
 			f := &cfg.Families[i]
-			feedFams = append(feedFams, redisread.WatchedFamily{Name: f.Name, Match: f.Match, Re: f.MatchRegexp})
+			feedFams = append(feedFams, changefeed.Family{Name: f.Name, Match: f.Match, Re: f.MatchRegexp})
 		}
-		s.changes = redisread.NewChangeFeed(feedFams, s.shard, logger)
+		s.changes = changefeed.New(feedFams, s.shard, logger)
 	}
 	if prev != nil {
 		prev.stopLoops()
@@ -341,6 +344,6 @@ func (s *Sweeper) Queue(family, queue string) (kind.QueueView, bool) {
 
 // Topology is how the sweeper finds the servers, for live reads of one
 // key (the on-call page).
-func (s *Sweeper) Topology() *redisread.Topology { return s.topo }
+func (s *Sweeper) Topology() *topology.Topology { return s.topo }
 
 func (s *Sweeper) String() string { return fmt.Sprintf("sweeper(%d families)", len(s.fams)) }

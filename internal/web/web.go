@@ -21,9 +21,9 @@ import (
 
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/kind"
-	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/release"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // Source is the running exporter as the pages see it; each call returns
@@ -32,7 +32,7 @@ type Source interface {
 	Snapshot() *snapshot.Snapshot
 	Config() *config.Config
 	// Topology reaches Redis with the sampling client: read-only.
-	Topology() *redisread.Topology
+	Topology() *topology.Topology
 }
 
 // Options configure the handler.

@@ -25,10 +25,10 @@ import (
 	"github.com/slotexporter/slot_exporter/collector"
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
-	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/internal/release"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 	"github.com/slotexporter/slot_exporter/internal/web"
 )
 
@@ -48,9 +48,9 @@ type source struct {
 	h   *exportertest.Harness
 }
 
-func (s *source) Snapshot() *snapshot.Snapshot  { return s.h.Sweeper.Snapshot() }
-func (s *source) Config() *config.Config        { return s.cfg }
-func (s *source) Topology() *redisread.Topology { return s.h.Sweeper.Topology() }
+func (s *source) Snapshot() *snapshot.Snapshot { return s.h.Sweeper.Snapshot() }
+func (s *source) Config() *config.Config       { return s.cfg }
+func (s *source) Topology() *topology.Topology { return s.h.Sweeper.Topology() }
 
 // Options are what a test varies of the pages.
 type Options struct {

@@ -1,4 +1,4 @@
-package redisread
+package changefeed
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slotexporter/slot_exporter/internal/redistest"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // TestChangesBarrierPerCaller: families sweep at once, each asking the
@@ -26,14 +27,14 @@ func TestChangesBarrierPerCaller(t *testing.T) {
 	rc := srv.Client()
 	ctx := context.Background()
 	const callers, rounds = 6, 40
-	var fams []WatchedFamily
+	var fams []Family
 	for i := range callers {
-		fams = append(fams, WatchedFamily{Name: fmt.Sprintf("f%d", i), Match: fmt.Sprintf("k:%d:*", i),
+		fams = append(fams, Family{Name: fmt.Sprintf("f%d", i), Match: fmt.Sprintf("k:%d:*", i),
 			Re: regexp.MustCompile(fmt.Sprintf(`^k:%d:`, i))})
 	}
-	feed := NewChangeFeed(fams, Shard{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	feed := New(fams, topology.Shard{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(feed.Close)
-	n := Node{Addr: srv.Addr, C: rc}
+	n := topology.Node{Addr: srv.Addr, C: rc}
 	if _, _, err := feed.Changes(ctx, n, "f0"); err != nil {
 		t.Fatal(err)
 	}
@@ -76,11 +77,11 @@ func TestChangesBarrierPerCaller(t *testing.T) {
 func TestChangesIdleNodeDropped(t *testing.T) {
 	kept, left := redistest.Start(t), redistest.Start(t)
 	ctx := context.Background()
-	fams := []WatchedFamily{{Name: "f", Match: "k:*", Re: regexp.MustCompile(`^k:`)}}
-	feed := NewChangeFeed(fams, Shard{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	fams := []Family{{Name: "f", Match: "k:*", Re: regexp.MustCompile(`^k:`)}}
+	feed := New(fams, topology.Shard{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(feed.Close)
 	feed.idle = 1500 * time.Millisecond
-	nk, nl := Node{Addr: kept.Addr, C: kept.Client()}, Node{Addr: left.Addr, C: left.Client()}
+	nk, nl := topology.Node{Addr: kept.Addr, C: kept.Client()}, topology.Node{Addr: left.Addr, C: left.Client()}
 	_, first, err := feed.Changes(ctx, nk, "f")
 	if err != nil {
 		t.Fatal(err)

@@ -1,14 +1,11 @@
-package redisread
+package changefeed
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // One node's side of the change feed: reading its invalidations, keeping
@@ -16,9 +13,9 @@ import (
 // letting it go.
 
 // receive reads invalidations until the connection ends.
-func (f *ChangeFeed) receive(fn *feedNode) {
+func (f *Feed) receive(fn *feedNode) {
 	for {
-		v, err := fn.sub.value()
+		v, err := fn.sub.Value()
 		if err != nil {
 			f.drop(fn, "subscription: "+err.Error())
 			return
@@ -76,7 +73,7 @@ func (f *ChangeFeed) receive(fn *feedNode) {
 // keepAlive pings the tracking connection: tracking ends with it, and
 // without the push messages of RESP3 nothing else would tell.
 // A node no sweep has asked about for idle is let go.
-func (f *ChangeFeed) keepAlive(fn *feedNode, idle time.Duration) {
+func (f *Feed) keepAlive(fn *feedNode, idle time.Duration) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -90,7 +87,7 @@ func (f *ChangeFeed) keepAlive(fn *feedNode, idle time.Duration) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := fn.track.call(ctx, "PING")
+		_, err := fn.track.Call(ctx, "PING")
 		cancel()
 		if err != nil {
 			f.drop(fn, "tracking connection: "+err.Error())
@@ -116,9 +113,7 @@ func (fn *feedNode) barrier(ctx context.Context) error {
 		fn.pingMu.Unlock()
 	}()
 	fn.wmu.Lock()
-	fn.sub.wbuf = fn.sub.wbuf[:0]
-	fn.sub.cmd("PING", tok)
-	_, err := fn.sub.nc.Write(fn.sub.wbuf)
+	err := fn.sub.Send("PING", tok)
 	fn.wmu.Unlock()
 	if err != nil {
 		return err
@@ -142,7 +137,7 @@ const errIdle = "no sweep asked for this node's changes"
 
 // drop marks a node's tracking broken and closes it; the next Changes
 // reconnects under a new epoch.
-func (f *ChangeFeed) drop(fn *feedNode, why string) {
+func (f *Feed) drop(fn *feedNode, why string) {
 	fn.mu.Lock()
 	if fn.broken {
 		fn.mu.Unlock()
@@ -151,8 +146,8 @@ func (f *ChangeFeed) drop(fn *feedNode, why string) {
 	fn.broken = true
 	close(fn.done)
 	fn.mu.Unlock()
-	_ = fn.sub.nc.Close()
-	_ = fn.track.nc.Close()
+	_ = fn.sub.Close()
+	_ = fn.track.Close()
 	f.mu.Lock()
 	closing := f.nodes == nil
 	if !closing && f.nodes[fn.addr] == fn {
@@ -176,74 +171,4 @@ func (f *ChangeFeed) drop(fn *feedNode, why string) {
 		// a full read.
 		f.logger.Info("change tracking lost; the next sweep reads every key", "node", fn.addr, "reason", why)
 	}
-}
-
-// call sends one command and reads its reply (an error reply is an
-// error).
-func (c *respConn) call(ctx context.Context, args ...string) (any, error) {
-	c.wbuf = c.wbuf[:0]
-	c.cmd(args...)
-	stop, err := c.flush(ctx)
-	defer stop()
-	if err != nil {
-		return nil, err
-	}
-	v, err := c.value()
-	if err != nil {
-		return nil, c.ioErr(ctx, err)
-	}
-	if e, ok := v.(redis.Error); ok {
-		return nil, e
-	}
-	return v, nil
-}
-
-// value reads one RESP2 reply as a string, an int64, a []any, nil, or a
-// redis.Error.
-func (c *respConn) value() (any, error) {
-	line, err := c.line()
-	if err != nil {
-		return nil, err
-	}
-	switch line[0] {
-	case '+':
-		return string(line[1:]), nil
-	case '-':
-		return replyError(line[1:]), nil
-	case ':':
-		n, ok := parseInt(line[1:])
-		if !ok {
-			return nil, fmt.Errorf("%w: %q", errProtocol, line)
-		}
-		return n, nil
-	case '$':
-		n, ok := parseInt(line[1:])
-		if !ok {
-			return nil, fmt.Errorf("%w: %q", errProtocol, line)
-		}
-		if n < 0 {
-			return nil, nil
-		}
-		b, err := c.bulkBody(int(n))
-		if err != nil {
-			return nil, err
-		}
-		return string(b), nil
-	case '*':
-		n, ok := parseInt(line[1:])
-		if !ok {
-			return nil, fmt.Errorf("%w: %q", errProtocol, line)
-		}
-		if n < 0 {
-			return nil, nil
-		}
-		out := make([]any, n)
-		for i := range out {
-			if out[i], err = c.value(); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%w: %q", errProtocol, line)
 }

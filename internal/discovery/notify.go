@@ -1,4 +1,9 @@
-package redisread
+// Package discovery finds a family's keys from keyspace notifications
+// (discovery: notify), with a full SCAN through redisread's Reader when
+// the subscription is new or was interrupted and every full_scan_interval.
+// Plain SCAN discovery (discovery: scan) is the Reader's ScanNode itself:
+// its SCAN pages feed the pipelined reads as they arrive.
+package discovery
 
 import (
 	"context"
@@ -11,6 +16,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // With discovery: notify, the set of keys to read follows keyspace
@@ -19,8 +27,8 @@ import (
 // every full_scan_interval to repair whatever the notifications missed
 // (a dropped subscription, keys written before the exporter started).
 
-// WatchedFamily is one family as the key watcher sees it.
-type WatchedFamily struct {
+// Family is one family as the key watcher sees it.
+type Family struct {
 	Name  string
 	Match string         // the SCAN pattern, subscribed to as a keyspace channel pattern
 	Re    *regexp.Regexp // Match as a regexp
@@ -32,7 +40,7 @@ type WatchedFamily struct {
 // notifyClasses are the flags discovery: notify needs: K (keyspace
 // channel), g (del, rename, expire), x (expired), e (evicted), and each
 // family's own write class.
-func notifyClasses(fams []WatchedFamily) string {
+func notifyClasses(fams []Family) string {
 	need := "Kgxe"
 	for _, f := range fams {
 		need += missingClasses(need, f.Classes)
@@ -43,7 +51,7 @@ func notifyClasses(fams []WatchedFamily) string {
 // CheckNotify refuses discovery: notify when Redis is not configured to
 // publish the events it relies on, and says exactly what to set. It needs
 // CONFIG GET; every node of a cluster is checked.
-func CheckNotify(ctx context.Context, topo *Topology, fams []WatchedFamily) error {
+func CheckNotify(ctx context.Context, topo *topology.Topology, fams []Family) error {
 	need := notifyClasses(fams)
 	nodes, err := topo.Nodes(ctx)
 	if err != nil {
@@ -113,7 +121,7 @@ type watchedFamily struct {
 
 // NewWatcher returns a watcher for fams on database db. Call CheckNotify
 // first: without the events, the watcher would see nothing.
-func NewWatcher(fams []WatchedFamily, db int, logger *slog.Logger) *Watcher {
+func NewWatcher(fams []Family, db int, logger *slog.Logger) *Watcher {
 	w := &Watcher{logger: logger, db: db, pubsubs: map[string]*redis.PubSub{}, epoch: map[string]int{}, marks: map[string]map[string]scanMark{}}
 	for _, f := range fams {
 		w.fams = append(w.fams, &watchedFamily{
@@ -136,7 +144,7 @@ func (w *Watcher) family(name string) *watchedFamily {
 
 // watch makes sure node n has a confirmed subscription and returns the
 // node's epoch.
-func (w *Watcher) watch(ctx context.Context, n Node) (int, error) {
+func (w *Watcher) watch(ctx context.Context, n topology.Node) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, ok := w.pubsubs[n.Addr]; ok {
@@ -296,7 +304,7 @@ type scanMark struct {
 // ReadNode reads one node's keys of a family for a sweep: from the keys
 // that notifications announced, with a full SCAN when the subscription is
 // new or was interrupted, and every fullScanEvery.
-func (w *Watcher) ReadNode(ctx context.Context, rd *Reader, family string, n Node, p *Plan, fullScanEvery time.Duration, out chan<- []KeyRead) error {
+func (w *Watcher) ReadNode(ctx context.Context, rd *redisread.Reader, family string, n topology.Node, p *redisread.Plan, fullScanEvery time.Duration, out chan<- []redisread.KeyRead) error {
 	wf := w.family(family)
 	if wf == nil {
 		return fmt.Errorf("family %s is not watched", family)
@@ -318,14 +326,14 @@ func (w *Watcher) ReadNode(ctx context.Context, rd *Reader, family string, n Nod
 	}
 	// Harvest what the reads say of each key (gone, or found by the full
 	// scan) on the way to out.
-	mid := make(chan []KeyRead)
+	mid := make(chan []redisread.KeyRead)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for b := range mid {
 			for i := range b {
 				switch {
-				case b[i].Status == Gone:
+				case b[i].Status == redisread.Gone:
 					gone = append(gone, b[i].Key)
 				case full:
 					found[b[i].Key] = struct{}{}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/internal/redistest"
+	"github.com/slotexporter/slot_exporter/internal/resp"
 	"github.com/slotexporter/slot_exporter/internal/tlstest"
 	"github.com/slotexporter/slot_exporter/internal/track"
 )
@@ -99,7 +100,7 @@ func TestRawReadsMatchGoRedis(t *testing.T) {
 	keys := []string{"s:{plain}", "s:{inf}", "s:{frac}", "s:{bytes}", "s:{huge}", "s:{big}", "s:{string}", "s:{missing}"}
 	p := zsetPlan(3, 5, Edges{Expired: 2, StaleBelow: 3, FutureAbove: 4})
 	ctx := context.Background()
-	if rawClient(c) == nil {
+	if resp.Client(c) == nil {
 		t.Fatal("the raw reader refused a plain client")
 	}
 	raw, err := readKeys(ctx, c, p, keys)
@@ -263,7 +264,7 @@ func TestRawReadsAuthAndDB(t *testing.T) {
 		opt.Addr = srv.Addr
 		opt.MaxRetries = -1
 		c := redis.NewClient(&opt)
-		if rawClient(c) == nil {
+		if resp.Client(c) == nil {
 			t.Fatalf("%s: the raw reader refused the client", tc.name)
 		}
 		reads, err := readKeys(ctx, c, p, []string{"s:{a}"})
@@ -292,7 +293,7 @@ func TestRawReadsTLS(t *testing.T) {
 	if err := c.ZAdd(ctx, "s:{tls}", redis.Z{Score: 5, Member: "m"}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if rawClient(c) == nil {
+	if resp.Client(c) == nil {
 		t.Fatal("the raw reader refused a TLS client")
 	}
 	reads, err := readKeys(ctx, c, zsetPlan(10, 10, Edges{}), []string{"s:{tls}"})
@@ -326,10 +327,7 @@ func TestRawReadsCancel(t *testing.T) {
 	if d := time.Since(start); d > 1500*time.Millisecond {
 		t.Fatalf("returned after %v, not at the deadline", d)
 	}
-	rd.pool.mu.Lock()
-	idle := len(rd.pool.idle[c])
-	rd.pool.mu.Unlock()
-	if idle != 0 {
+	if rd.pool.Idle(c) != 0 {
 		t.Fatalf("a connection with a reply in flight went back to the pool")
 	}
 }
@@ -351,23 +349,5 @@ func TestRawReadsReadOnly(t *testing.T) {
 	_, err := readWith(ctx, rd, c, p, []string{"s:{a}"})
 	if err == nil || !strings.Contains(err.Error(), "READONLY") {
 		t.Fatalf("for replicas: err %v, want READONLY refused by a server that is not in a cluster", err)
-	}
-}
-
-func TestParseScore(t *testing.T) {
-	for in, want := range map[string]float64{
-		"0": 0, "-5": -5, "1764532123456": 1764532123456, "123456789012345": 123456789012345,
-		"1234567890123456789": 1234567890123456789, "1.5": 1.5, "1e-3": 1e-3, "inf": math.Inf(1),
-		"-inf": math.Inf(-1), "1.7645321234560001e+18": 1.7645321234560001e+18,
-	} {
-		got, err := parseScore([]byte(in))
-		if err != nil || got != want {
-			t.Errorf("parseScore(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "x", "1..2", "--1"} {
-		if _, err := parseScore([]byte(bad)); err == nil {
-			t.Errorf("parseScore(%q): no error", bad)
-		}
 	}
 }

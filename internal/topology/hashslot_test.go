@@ -1,4 +1,4 @@
-package redisread
+package topology
 
 import (
 	"context"

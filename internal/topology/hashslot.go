@@ -1,4 +1,4 @@
-package redisread
+package topology
 
 import "strings"
 
@@ -49,8 +49,8 @@ func (s Shard) Owns(key string) bool {
 	return s.Count <= 1 || HashSlot(key)%s.Count == s.Index
 }
 
-// filter keeps the keys of the shard, in place.
-func (s Shard) filter(keys []string) []string {
+// Filter keeps the keys of the shard, in place.
+func (s Shard) Filter(keys []string) []string {
 	if s.Count <= 1 {
 		return keys
 	}

@@ -1,4 +1,8 @@
-package redisread
+// Package resp speaks RESP2 to Redis directly, for the reads where
+// go-redis's per-command objects would cost more than Redis does: a
+// connection made with a go-redis client's own dialer and credentials, a
+// pool of idle ones, and replies parsed in place.
+package resp
 
 import (
 	"bufio"
@@ -32,10 +36,10 @@ import (
 // sweeps.
 const respIdle = 2 * time.Second
 
-// rawClient returns the go-redis client whose connection settings the raw
+// Client returns the go-redis client whose connection settings the raw
 // reader can reproduce, or nil: a client with an OnConnect hook or a
 // streaming credentials provider is read through go-redis.
-func rawClient(c redis.Cmdable) *redis.Client {
+func Client(c redis.Cmdable) *redis.Client {
 	cl, ok := c.(*redis.Client)
 	if !ok {
 		return nil
@@ -47,8 +51,8 @@ func rawClient(c redis.Cmdable) *redis.Client {
 	return cl
 }
 
-// respConn is one raw connection.
-type respConn struct {
+// Conn is one raw connection.
+type Conn struct {
 	nc      net.Conn
 	rd      *bufio.Reader
 	wbuf    []byte
@@ -58,23 +62,35 @@ type respConn struct {
 	broken  bool
 }
 
-// respPool keeps idle raw connections per client. A Reader owns one: it
-// goes away with the sweeper that made it, and with it the clients it
-// was keyed by.
-type respPool struct {
+// Pool keeps idle raw connections per client. A redisread.Reader owns
+// one: it goes away with the sweeper that made it, and with it the
+// clients it was keyed by.
+type Pool struct {
 	mu   sync.Mutex
-	idle map[*redis.Client][]*idleResp
+	idle map[*redis.Client][]*idleConn
 	// readOnly: connections send READONLY, as go-redis does for the node
 	// clients of a cluster client that reads from replicas.
 	readOnly bool
 }
 
-type idleResp struct {
-	c *respConn
+// NewPool returns an empty pool. readOnly is set when the connections
+// read from cluster replicas.
+func NewPool(readOnly bool) *Pool { return &Pool{readOnly: readOnly} }
+
+// Idle is how many idle connections the pool keeps for cl.
+func (p *Pool) Idle(cl *redis.Client) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle[cl])
+}
+
+type idleConn struct {
+	c *Conn
 	t *time.Timer
 }
 
-func (p *respPool) get(ctx context.Context, cl *redis.Client) (*respConn, error) {
+// Get returns an idle connection to cl's server, or dials one.
+func (p *Pool) Get(ctx context.Context, cl *redis.Client) (*Conn, error) {
 	p.mu.Lock()
 	for list := p.idle[cl]; len(list) > 0; list = p.idle[cl] {
 		ic := list[len(list)-1]
@@ -88,12 +104,12 @@ func (p *respPool) get(ctx context.Context, cl *redis.Client) (*respConn, error)
 		}
 	}
 	p.mu.Unlock()
-	return dialResp(ctx, cl, p.readOnly)
+	return Dial(ctx, cl, p.readOnly)
 }
 
-// put returns a connection for reuse, or closes it when a read left it
+// Put returns a connection for reuse, or closes it when a read left it
 // in an unknown state.
-func (p *respPool) put(cl *redis.Client, c *respConn) {
+func (p *Pool) Put(cl *redis.Client, c *Conn) {
 	if c.broken {
 		_ = c.nc.Close()
 		return
@@ -101,9 +117,9 @@ func (p *respPool) put(cl *redis.Client, c *respConn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.idle == nil {
-		p.idle = map[*redis.Client][]*idleResp{}
+		p.idle = map[*redis.Client][]*idleConn{}
 	}
-	ic := &idleResp{c: c}
+	ic := &idleConn{c: c}
 	ic.t = time.AfterFunc(respIdle, func() {
 		p.mu.Lock()
 		list := p.idle[cl]
@@ -124,8 +140,8 @@ func (p *respPool) put(cl *redis.Client, c *respConn) {
 	p.idle[cl] = append(p.idle[cl], ic)
 }
 
-// close closes every idle connection.
-func (p *respPool) close() {
+// Close closes every idle connection.
+func (p *Pool) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for cl, list := range p.idle {
@@ -138,7 +154,9 @@ func (p *respPool) close() {
 	}
 }
 
-func dialResp(ctx context.Context, cl *redis.Client, readOnly bool) (*respConn, error) {
+// Dial opens a connection with cl's dialer and sets it up as go-redis
+// would (see hello).
+func Dial(ctx context.Context, cl *redis.Client, readOnly bool) (*Conn, error) {
 	o := cl.Options()
 	if o.DialTimeout > 0 {
 		var cancel context.CancelFunc
@@ -149,12 +167,40 @@ func dialResp(ctx context.Context, cl *redis.Client, readOnly bool) (*respConn, 
 	if err != nil {
 		return nil, fmt.Errorf("dial: %w", err)
 	}
-	c := &respConn{nc: nc, rd: bufio.NewReaderSize(nc, 64<<10), readTO: o.ReadTimeout}
+	c := NewConn(nc, o.ReadTimeout)
 	if err := c.hello(ctx, o, readOnly); err != nil {
 		_ = nc.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// NewConn wraps nc, already set up, whose every exchange may take up to
+// readTimeout (0: no limit).
+func NewConn(nc net.Conn, readTimeout time.Duration) *Conn {
+	return &Conn{nc: nc, rd: bufio.NewReaderSize(nc, 64<<10), readTO: readTimeout}
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// MarkBroken keeps the connection from being reused: replies to what was
+// sent are left unread.
+func (c *Conn) MarkBroken() { c.broken = true }
+
+// NoDeadline lifts the deadline the last exchange armed, for a connection
+// that from now on only waits for what the server sends (a
+// subscription).
+func (c *Conn) NoDeadline() { _ = c.nc.SetDeadline(time.Time{}) }
+
+// Send writes one command at once, with no deadline armed: for a
+// connection that another goroutine reads with Value. Callers serialise
+// their Sends.
+func (c *Conn) Send(args ...string) error {
+	c.wbuf = c.wbuf[:0]
+	c.cmd(args...)
+	_, err := c.nc.Write(c.wbuf)
+	return err
 }
 
 // credentials picks the username and password in go-redis's order:
@@ -174,7 +220,7 @@ func credentials(ctx context.Context, o *redis.Options) (string, string, error) 
 // sends READONLY, the way go-redis sets up a RESP2 connection. Nothing
 // else is sent: an ACL user limited to the sweep's commands never trips
 // the ACL log.
-func (c *respConn) hello(ctx context.Context, o *redis.Options, readOnly bool) error {
+func (c *Conn) hello(ctx context.Context, o *redis.Options, readOnly bool) error {
 	user, pass, err := credentials(ctx, o)
 	if err != nil {
 		return fmt.Errorf("credentials: %w", err)
@@ -208,7 +254,7 @@ func (c *respConn) hello(ctx context.Context, o *redis.Options, readOnly bool) e
 	for _, what := range sent {
 		line, err := c.line()
 		if err != nil {
-			return c.ioErr(ctx, err)
+			return c.Fail(ctx, err)
 		}
 		if line[0] == '-' {
 			return fmt.Errorf("%s: %s", what, line[1:])
@@ -218,7 +264,7 @@ func (c *respConn) hello(ctx context.Context, o *redis.Options, readOnly bool) e
 }
 
 // cmd appends one command to the write buffer.
-func (c *respConn) cmd(args ...string) {
+func (c *Conn) cmd(args ...string) {
 	c.wbuf = append(c.wbuf, '*')
 	c.wbuf = strconv.AppendInt(c.wbuf, int64(len(args)), 10)
 	c.wbuf = append(c.wbuf, '\r', '\n')
@@ -227,7 +273,7 @@ func (c *respConn) cmd(args ...string) {
 	}
 }
 
-func (c *respConn) bulk(a string) {
+func (c *Conn) bulk(a string) {
 	c.wbuf = append(c.wbuf, '$')
 	c.wbuf = strconv.AppendInt(c.wbuf, int64(len(a)), 10)
 	c.wbuf = append(c.wbuf, '\r', '\n')
@@ -235,11 +281,11 @@ func (c *respConn) bulk(a string) {
 	c.wbuf = append(c.wbuf, '\r', '\n')
 }
 
-// deadline arms the connection for one exchange: the read timeout from the
+// Deadline arms the connection for one exchange: the read timeout from the
 // client's options, cut short when ctx ends. The returned func disarms the
 // context watch; a connection whose watch has already fired is not reused,
 // since the watch may still be about to move its deadline.
-func (c *respConn) deadline(ctx context.Context) (func(), error) {
+func (c *Conn) Deadline(ctx context.Context) (func(), error) {
 	var d time.Time
 	if c.readTO > 0 {
 		d = time.Now().Add(c.readTO)
@@ -261,21 +307,24 @@ func (c *respConn) deadline(ctx context.Context) (func(), error) {
 }
 
 // flush writes the buffered commands.
-func (c *respConn) flush(ctx context.Context) (func(), error) {
-	stop, err := c.deadline(ctx)
+func (c *Conn) flush(ctx context.Context) (func(), error) {
+	stop, err := c.Deadline(ctx)
 	if err != nil {
 		c.broken = true
 		return stop, err
 	}
 	if _, err := c.nc.Write(c.wbuf); err != nil {
 		c.broken = true
-		return stop, c.ioErr(ctx, err)
+		return stop, c.Fail(ctx, err)
 	}
 	c.wbuf = c.wbuf[:0]
 	return stop, nil
 }
 
-func (c *respConn) ioErr(ctx context.Context, err error) error {
+// Fail marks the connection broken after a failed exchange and says why:
+// the context's end when it has ended (its watch moved the deadline that
+// failed the read), else err.
+func (c *Conn) Fail(ctx context.Context, err error) error {
 	c.broken = true
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -287,7 +336,7 @@ var errProtocol = errors.New("redis: unexpected reply")
 
 // line reads one reply line without its CRLF. The slice is valid until the
 // next read.
-func (c *respConn) line() ([]byte, error) {
+func (c *Conn) line() ([]byte, error) {
 	b, err := c.rd.ReadSlice('\n')
 	if err != nil {
 		c.broken = true
@@ -305,7 +354,7 @@ func (c *respConn) line() ([]byte, error) {
 
 // bulkBody reads a bulk string's body of n bytes; the slice is valid until the
 // next read.
-func (c *respConn) bulkBody(n int) ([]byte, error) {
+func (c *Conn) bulkBody(n int) ([]byte, error) {
 	if n+2 <= c.rd.Size() {
 		b, err := c.rd.Peek(n + 2)
 		if err != nil {
@@ -340,7 +389,7 @@ const maxScratch = 1 << 20
 // bulkTo reads one bulk string into w a reader's buffer at a time, never
 // holding it whole: a slot-set member is only hashed, and one of 64 MB
 // costs no more memory than one of 64 bytes.
-func (c *respConn) bulkTo(w io.Writer) error {
+func (c *Conn) bulkTo(w io.Writer) error {
 	line, err := c.line()
 	if err != nil {
 		return err
@@ -414,7 +463,7 @@ func parseScore(b []byte) (float64, error) {
 }
 
 // bulkReply reads one bulk string; the slice is valid until the next read.
-func (c *respConn) bulkReply() ([]byte, error) {
+func (c *Conn) bulkReply() ([]byte, error) {
 	line, err := c.line()
 	if err != nil {
 		return nil, err
@@ -429,8 +478,8 @@ func (c *respConn) bulkReply() ([]byte, error) {
 	return c.bulkBody(int(n))
 }
 
-// readInt reads an integer reply; an error reply is returned as errMsg.
-func (c *respConn) readInt() (n int64, errMsg []byte, err error) {
+// ReadInt reads an integer reply; an error reply is returned as errMsg.
+func (c *Conn) ReadInt() (n int64, errMsg []byte, err error) {
 	line, err := c.line()
 	if err != nil {
 		return 0, nil, err

@@ -1,4 +1,4 @@
-package redisread
+package resp
 
 // ParseInt reads s as Redis reads an integer value (string2ll in its
 // util.c, which INCR, INCRBY and DECR use): optional '-', then decimal

@@ -1,4 +1,9 @@
-package redisread
+// Package topology knows the servers that hold the keyspace (a single
+// server, a cluster's masters or one replica per shard, a Sentinel's
+// master), who owns each cluster slot and which slots are moving, a key's
+// hash slot and an exporter's shard of them, and what a server says of
+// itself (Identity).
+package topology
 
 import (
 	"context"
@@ -27,8 +32,8 @@ type Topology struct {
 	replica bool
 }
 
-// NewTopology picks how to find the servers behind a client.
-func NewTopology(c redis.UniversalClient, readReplica bool) *Topology {
+// New picks how to find the servers behind a client.
+func New(c redis.UniversalClient, readReplica bool) *Topology {
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		return &Topology{cluster: cc, replica: readReplica}
 	}

@@ -1,4 +1,7 @@
-package redisread
+// Package changefeed is the sweep's change feed: from Redis's client
+// tracking, on every node that a sweep reads (a cluster's too), it names
+// the keys written since a family last read them.
+package changefeed
 
 import (
 	"context"
@@ -12,9 +15,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/slotexporter/slot_exporter/internal/resp"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
-// A ChangeFeed names the keys written since they were last read, so that a
+// A Feed names the keys written since they were last read, so that a
 // sweep reads those and advances the others with time from what it holds.
 // It uses Redis server-assisted client tracking in broadcasting mode
 // (Redis 6 and later, no server configuration): per node, one connection
@@ -38,11 +44,11 @@ import (
 // executed before the sweep started has been received by then. Families
 // sweep at once: each PING carries its own token, and each waits for the
 // answer to its own.
-type ChangeFeed struct {
+type Feed struct {
 	logger   *slog.Logger
 	fams     []*feedFamily
 	prefixes []string
-	shard    Shard
+	shard    topology.Shard
 
 	mu    sync.Mutex
 	nodes map[string]*feedNode
@@ -61,6 +67,14 @@ type ChangeFeed struct {
 	idle time.Duration
 }
 
+// Family is one family as the feed sees it: its keys are routed to it by
+// Re, and tracking is asked for the literal prefix of Match.
+type Family struct {
+	Name  string
+	Match string         // the SCAN pattern
+	Re    *regexp.Regexp // Match as a regexp
+}
+
 type feedFamily struct {
 	name string
 	re   *regexp.Regexp
@@ -71,9 +85,9 @@ type feedFamily struct {
 // reader cannot reproduce): its keys are read every sweep.
 var ErrNoTracking = errors.New("client tracking unavailable")
 
-// NewChangeFeed returns a feed for fams, keeping only the keys of shard.
-func NewChangeFeed(fams []WatchedFamily, shard Shard, logger *slog.Logger) *ChangeFeed {
-	f := &ChangeFeed{logger: logger, shard: shard, nodes: map[string]*feedNode{},
+// New returns a feed for fams, keeping only the keys of shard.
+func New(fams []Family, shard topology.Shard, logger *slog.Logger) *Feed {
+	f := &Feed{logger: logger, shard: shard, nodes: map[string]*feedNode{},
 		refused: map[string]time.Time{}, warned: map[string]bool{}, idle: 30 * time.Minute}
 	for _, fam := range fams {
 		f.fams = append(f.fams, &feedFamily{name: fam.Name, re: fam.Re})
@@ -85,12 +99,12 @@ func NewChangeFeed(fams []WatchedFamily, shard Shard, logger *slog.Logger) *Chan
 
 // Covers reports whether f tracks what other needs (the same prefixes and
 // shard), so that a reload can keep f.
-func (f *ChangeFeed) Covers(other *ChangeFeed) bool {
+func (f *Feed) Covers(other *Feed) bool {
 	return f.shard == other.shard && strings.Join(f.prefixes, "\x00") == strings.Join(other.prefixes, "\x00")
 }
 
 // SetFamilies routes invalidations to a reloaded config's families.
-func (f *ChangeFeed) SetFamilies(fams []WatchedFamily) {
+func (f *Feed) SetFamilies(fams []Family) {
 	var fs []*feedFamily
 	for _, fam := range fams {
 		fs = append(fs, &feedFamily{name: fam.Name, re: fam.Re})
@@ -128,7 +142,7 @@ func (f *ChangeFeed) SetFamilies(fams []WatchedFamily) {
 }
 
 // families is the current routing.
-func (f *ChangeFeed) families() []*feedFamily {
+func (f *Feed) families() []*feedFamily {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.fams
@@ -160,7 +174,7 @@ func coverPrefixes(ps []string) []string {
 // feedNode is the tracking of one node.
 type feedNode struct {
 	addr       string
-	track, sub *respConn
+	track, sub *resp.Conn
 	wmu        sync.Mutex // writes to sub
 	done       chan struct{}
 	// pings are the barriers waiting for their PING's answer, by token.
@@ -194,7 +208,7 @@ func nextEpoch() int {
 // may have been lost (a new or broken connection, a flush): a family
 // whose last complete read was under another epoch must read everything.
 // ErrNoTracking: this node's keys must be read every sweep.
-func (f *ChangeFeed) Changes(ctx context.Context, n Node, family string) ([]string, int, error) {
+func (f *Feed) Changes(ctx context.Context, n topology.Node, family string) ([]string, int, error) {
 	fn, err := f.node(ctx, n)
 	if err != nil {
 		return nil, 0, err
@@ -227,7 +241,7 @@ func (f *ChangeFeed) Changes(ctx context.Context, n Node, family string) ([]stri
 }
 
 // node returns n's tracking, connecting it if needed.
-func (f *ChangeFeed) node(ctx context.Context, n Node) (*feedNode, error) {
+func (f *Feed) node(ctx context.Context, n topology.Node) (*feedNode, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fn := f.nodes[n.Addr]; fn != nil {
@@ -261,32 +275,32 @@ func (f *ChangeFeed) node(ctx context.Context, n Node) (*feedNode, error) {
 	return fn, nil
 }
 
-func (f *ChangeFeed) connect(ctx context.Context, n Node) (*feedNode, error) {
-	cl := rawClient(n.C)
+func (f *Feed) connect(ctx context.Context, n topology.Node) (*feedNode, error) {
+	cl := resp.Client(n.C)
 	if cl == nil {
 		return nil, errors.New("the client's connections cannot be reproduced")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	sub, err := dialResp(ctx, cl, false)
+	sub, err := resp.Dial(ctx, cl, false)
 	if err != nil {
 		return nil, err
 	}
-	track, err := dialResp(ctx, cl, false)
+	track, err := resp.Dial(ctx, cl, false)
 	if err != nil {
-		_ = sub.nc.Close()
+		_ = sub.Close()
 		return nil, err
 	}
 	fail := func(err error) (*feedNode, error) {
-		_ = sub.nc.Close()
-		_ = track.nc.Close()
+		_ = sub.Close()
+		_ = track.Close()
 		return nil, err
 	}
-	id, err := sub.call(ctx, "CLIENT", "ID")
+	id, err := sub.Call(ctx, "CLIENT", "ID")
 	if err != nil {
 		return fail(fmt.Errorf("CLIENT ID: %w", err))
 	}
-	if _, err := sub.call(ctx, "SUBSCRIBE", "__redis__:invalidate"); err != nil {
+	if _, err := sub.Call(ctx, "SUBSCRIBE", "__redis__:invalidate"); err != nil {
 		return fail(fmt.Errorf("SUBSCRIBE __redis__:invalidate: %w", err))
 	}
 	args := []string{"CLIENT", "TRACKING", "ON", "REDIRECT", strconv.FormatInt(id.(int64), 10), "BCAST"}
@@ -295,7 +309,7 @@ func (f *ChangeFeed) connect(ctx context.Context, n Node) (*feedNode, error) {
 			args = append(args, "PREFIX", p)
 		}
 	}
-	if _, err := track.call(ctx, args...); err != nil {
+	if _, err := track.Call(ctx, args...); err != nil {
 		return fail(fmt.Errorf("CLIENT TRACKING: %w", err))
 	}
 	fn := &feedNode{addr: n.Addr, track: track, sub: sub, pings: map[string]chan struct{}{}, done: make(chan struct{}),
@@ -304,7 +318,7 @@ func (f *ChangeFeed) connect(ctx context.Context, n Node) (*feedNode, error) {
 		fn.dirty[fam.name] = map[string]struct{}{}
 	}
 	fn.used.Store(time.Now().UnixNano())
-	_ = sub.nc.SetDeadline(time.Time{})
+	sub.NoDeadline()
 	go f.receive(fn)
 	go f.keepAlive(fn, f.idle)
 	return fn, nil
@@ -312,10 +326,10 @@ func (f *ChangeFeed) connect(ctx context.Context, n Node) (*feedNode, error) {
 
 // Received is how many key names Redis has sent in invalidations since
 // the feed started.
-func (f *ChangeFeed) Received() uint64 { return f.received.Load() }
+func (f *Feed) Received() uint64 { return f.received.Load() }
 
 // Close ends the tracking of every node.
-func (f *ChangeFeed) Close() {
+func (f *Feed) Close() {
 	f.mu.Lock()
 	nodes := f.nodes
 	f.nodes = nil
