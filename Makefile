@@ -8,7 +8,7 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.Revision=$(REVISION) \
 	-X github.com/prometheus/common/version.Branch=main
 
-.PHONY: all build test deps demo lint lint-links promtool-check bench fuzz soak clean
+.PHONY: all build test deps deps-bench demo lint lint-links promtool-check bench fuzz soak clean
 
 # The test and lint recipes pipe go test into tools/testreport: pipefail
 # keeps go test's failure the recipe's.
@@ -66,7 +66,10 @@ lint-links:
 		if [ -n "$$bad" ]; then echo "$$p links package testing through:" $$bad; exit 1; fi; \
 	done
 
-bench: deps
+deps-bench: deps
+	@scripts/install-deps.sh --bench
+
+bench: deps-bench
 	$(GO) run ./tools/bench -out BENCH.md
 
 fuzz:

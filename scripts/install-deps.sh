@@ -34,6 +34,11 @@ compgen -G '/usr/lib/*/libtcmalloc_minimal.so.4' >/dev/null || need+=(libtcmallo
 # /usr/bin/python3) workers (examples/frameworks).
 command -v sidekiq         >/dev/null || need+=(ruby-sidekiq)
 /usr/bin/python3 -c 'import rq' 2>/dev/null || need+=(python3-rq)
+# `make bench` (--bench) measures the peer beside the exporter: Debian's
+# prometheus-redis-exporter. The tests do not need it.
+if [ "${1:-}" = --bench ]; then
+	command -v prometheus-redis-exporter >/dev/null || need+=(prometheus-redis-exporter)
+fi
 
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
@@ -50,6 +55,6 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 # Debian starts services from postinst where it can; the tests start their
 # own on free ports, so stop any that came up.
-for s in redis-server redis-sentinel prometheus prometheus-alertmanager prometheus-node-exporter; do
+for s in redis-server redis-sentinel prometheus prometheus-alertmanager prometheus-node-exporter prometheus-redis-exporter; do
 	service "$s" stop >/dev/null 2>&1 || true
 done
