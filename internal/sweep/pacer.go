@@ -91,9 +91,13 @@ type cpuSample struct {
 const invalidationCost = 0.5e-6
 
 // priorCost is the cost per key assumed until one is measured: a slot
-// set's ZRANGE WITHSCORES and PTTL, socket work included, measured by
-// `make bench` at 1M keys (3.6 µs), rounded up.
-const priorCost = 4e-6
+// set's ZRANGE WITHSCORES and PTTL and its share of SCAN, socket work
+// included, read paced. Unpaced, `make bench` measured 3.6 µs at 1M keys;
+// paced in batches of 100 between idle time, Redis spent 7.4 µs a key at
+// 300k sets and 7 to 11 µs at 1M (BenchmarkFirstPicture). A prior of 4 µs
+// let the first read of 1M sets take 14.5% of a core for a minute while
+// the average caught up; the paced figure errs on the safe side.
+const priorCost = 8e-6
 
 func newCPUPacer(share float64) *cpuPacer {
 	p := &cpuPacer{share: share, cost: priorCost}

@@ -124,7 +124,7 @@ func TestPacerWithstandsNoise(t *testing.T) {
 // TestPacerHoldLastsASecond: reads asked for during the hold wait for its
 // end and then go on at the pace, not at the hold's own rate.
 func TestPacerHoldLastsASecond(t *testing.T) {
-	p := newCPUPacer(0.1) // 25,000 keys/s at the prior cost
+	p := newCPUPacer(0.1) // 12,500 keys/s at the prior cost
 	now := time.Now()
 	p.mu.Lock()
 	p.hold(now)
