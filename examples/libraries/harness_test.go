@@ -300,9 +300,12 @@ func (e *exporter) current() metrics {
 // waitFor scrapes until cond holds, and fails the test with the last
 // reason otherwise. It returns the scrape that satisfied cond. Each scrape
 // also goes to observe, if given, so a caller can collect what it saw on
-// the way (a state that shows for only a few sweeps).
+// the way (a state that shows for only a few sweeps). timeout is what the
+// state needs on a quiet machine; like exportertest.WaitFor, the wait lasts
+// at least exportertest.HangAfter, since the deadline only ends a hung test.
 func (e *exporter) waitFor(timeout time.Duration, what string, cond func(metrics) error, observe ...func(metrics)) metrics {
 	e.t.Helper()
+	timeout = max(timeout, exportertest.HangAfter)
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
@@ -611,7 +614,7 @@ func (h *holder) kill() {
 
 // runOnce runs a one-shot driver command and returns its single event.
 func runOnce(argv ...string) (event, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), exportertest.HangAfter)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	var stderr bytes.Buffer

@@ -659,7 +659,7 @@ func TestExampleConfigsCheck(t *testing.T) {
 }
 
 func runCheck(bin, file string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), exportertest.HangAfter)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "--config.check", "--config.file="+file).CombinedOutput()
 	return string(out), err
