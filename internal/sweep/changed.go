@@ -19,25 +19,20 @@ import (
 // complete read (the first sweep, a lost connection, a flush, a node new
 // to the sweep: added, or promoted by a failover).
 //
-// What a cluster would need (the feed already opens per node): a key that changes nodes
-// is named on both (MIGRATE invalidates it on the source and the target),
-// so the node that lost it reads it as redirected and the one that gained
-// it reads it. A sweep that overlaps a reshard needs nothing more: its
-// settling reads again every unseen key of a slot that moved (settle.go),
-// and one whose settling cannot account for every key leaves the next
-// sweep to read everything.
+// On a cluster the feed tracks each node. A key that changes nodes is
+// named on both (MIGRATE invalidates it on the source and the target), so
+// the node that lost it reads it as redirected and the one that gained it
+// reads it. A sweep that overlaps a reshard needs nothing more: its
+// settling reads again every unseen key of a slot that moved, and the
+// keys a node redirected, through the cluster client (settle.go); one
+// whose settling cannot account for every key leaves the next sweep to
+// read everything.
 func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topology.Node) {
 	st := f.state
 	rp, ok := st.tracker.(kind.Replayer)
 	feed := f.s.changes
 	st.pendingSync = nil
-	// Not on a cluster, until it is shown exact there: the mismatch that
-	// turned it off (TestClusterChangesSameAsFullRead, "slot migrated")
-	// was the test's and showed with tracking off too; but with tracking
-	// on, that test, now comparing at one Redis state, finds the replay
-	// holding keys of a slot halfway through its migration that a full
-	// read no longer counts (docs/design.md, "Reading what changed").
-	if feed == nil || !ok || f.s.topo.IsCluster() {
+	if feed == nil || !ok {
 		return
 	}
 	if st.lost.suspect {

@@ -544,7 +544,8 @@ func TestChangesWithoutPTTL(t *testing.T) {
 // migration (masters only: a replica cannot follow one, see
 // TestClusterReshardDuringSweeps) and once it is done, after writes to
 // the moved keys on their new node, after slots holding members move
-// while all three sweep, and after a failover.
+// while all three sweep, after a failover, and after a master is added
+// and written to.
 func TestClusterChangesSameAsFullRead(t *testing.T) {
 	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 1)
@@ -558,9 +559,12 @@ func TestClusterChangesSameAsFullRead(t *testing.T) {
 	if err := os.WriteFile(pwFile, []byte(pw), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	exporterUser := func(c *redis.Client) error {
+		return c.Do(ctx, "ACL", "SETUSER", "exporter", "on", ">"+pw, "~*",
+			"resetchannels", "&__redis__:invalidate", "+@all").Err()
+	}
 	for _, s := range cl.Nodes {
-		if err := cl.NodeClient(s).Do(ctx, "ACL", "SETUSER", "exporter", "on", ">"+pw, "~*",
-			"resetchannels", "&__redis__:invalidate", "+@all").Err(); err != nil {
+		if err := exporterUser(cl.NodeClient(s)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -753,14 +757,92 @@ func TestClusterChangesSameAsFullRead(t *testing.T) {
 	must(cc.ZAdd(ctx, "s:{u30}", redis.Z{Score: float64(n + 60_000), Member: "h5"}).Err())
 	check("written after the failover", true)
 
-	// Change tracking is off on a cluster (planChanges says why): the
-	// exporters configured for it read every key, as the full read does.
-	// Turning it on makes them read about half as many, and this test
-	// then holds them to the full read through the migration, which is
-	// where it found them wrong.
+	// A master added under writes: a node new to the sweep, given the
+	// slots of four users, whose keys are written on it once they are
+	// there. It has no replica: the replica-reading exporter reads that
+	// shard from its master.
+	var addSlots []int
+	for _, u := range users[24:28] {
+		addSlots = append(addSlots, tagSlot(u))
+	}
+	added := cl.AddMaster(ctx, exporterUser, addSlots...)
+	check("a master added", true)
+	for _, u := range users[24:28] {
+		if o := cl.SlotOwner(tagSlot(u)); o != added {
+			t.Fatalf("%s's slot is on %s, not on the added master %s", u, o.Addr, added.Addr)
+		}
+		must(cc.ZAdd(ctx, "s:{"+u+"}", redis.Z{Score: float64(n + 60_000), Member: "h6"}).Err())
+		must(cc.Incr(ctx, "c:{"+u+"}").Err())
+	}
+	check("written on the added master", true)
+
+	// Change tracking reads only what changed on a cluster too: about
+	// half the keys of a full read over this test's checkpoints, most of
+	// them written or moved on purpose.
 	f, c, r := scanned(full), scanned(changed), scanned(replica)
 	t.Logf("keys read: %v by the full read, %v from the masters and %v from the replicas with track_changes", f, c, r)
-	if c < 0.95*f || r < 0.95*f {
-		t.Errorf("with track_changes on a cluster the exporters read %v and %v keys, the full read %v: tracking is on there, see planChanges", c, r, f)
+	if c > 0.8*f || r > 0.8*f {
+		t.Errorf("with track_changes on a cluster the exporters read %v and %v keys, the full read %v: they read every key, not what changed", c, r, f)
+	}
+}
+
+// TestClusterKeyGoneMidMigration: a key of a slot being migrated that is
+// deleted (or expires) on its source before it could move. The source's
+// feed names it; the source answers ASK (not here) and the target, asked,
+// has nothing: it is gone, and the change-driven exporter ends it, as a
+// full read (whose SCAN no longer lists it) does. Carried instead, as a
+// key that could not be read, its user stayed: the lock users a
+// change-driven exporter counted halfway through a migration under load
+// (17 against a full read's 14).
+func TestClusterKeyGoneMidMigration(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 0)
+	cc := cl.Client()
+	ctx := context.Background()
+	began := time.Now()
+	const slot = 300
+	users := usersInSlot(slot, 4)
+	for _, u := range users {
+		if err := cc.Set(ctx, "l:{"+u+"}", "token-"+u, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	on := func(track string) *exportertest.Harness {
+		return newConfiguredHarness(t, everyKindOn(redisproc.Config{Redis: clusterSection(cl, "primary")},
+			"interval: 1m", "window: 10m", "timeout: 2m", "track_changes: "+track), nil)
+	}
+	full, changed := on("false"), on("true")
+	changed.Sweep()
+	changed.Sweep()
+	full.Sweep()
+	sameFiguresWithin(t, "before the migration", full.Metrics(), changed.Metrics(), time.Since(began).Seconds())
+
+	from := cl.SlotOwner(slot)
+	var to *redistest.Server
+	for _, m := range cl.Masters() {
+		if m != from {
+			to = m
+			break
+		}
+	}
+	if err := cl.BeginMigration(ctx, slot, from, to); err != nil {
+		t.Fatal(err)
+	}
+	if moved, err := cl.MoveKeys(ctx, slot, from, to, 1, 2); err != nil || moved != 2 {
+		t.Fatalf("moved %d keys of 4: %v", moved, err)
+	}
+	left, err := cl.NodeClient(from).ClusterGetKeysInSlot(ctx, slot, 10).Result()
+	if err != nil || len(left) != 2 {
+		t.Fatalf("keys left on the source: %q, %v", left, err)
+	}
+	if err := cl.NodeClient(from).Del(ctx, left[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	changed.Sweep()
+	full.Sweep()
+	got := changed.Metrics()
+	sameFiguresWithin(t, "a key deleted on its source halfway through its slot's migration", full.Metrics(), got, time.Since(began).Seconds())
+	if n := got[`slot_users_active{family="locks"}`]; n != 3 {
+		t.Errorf("slot_users_active{family=\"locks\"} = %v, want 3: one of the 4 lock keys was deleted", n)
 	}
 }

@@ -180,8 +180,8 @@ var excludedFromEquality = map[string]bool{
 	"slot_exporter_last_sweep_timestamp_seconds": true,
 	"slot_exporter_clock_skew_seconds":           true,
 	"slot_exporter_sampling_period_seconds":      true,
-	// Keys read: a single server reads only what changed (client
-	// tracking); a cluster reads every key.
+	// Keys read: each reads only what changed on its own server or
+	// nodes (client tracking), and what that is differs.
 	"slot_exporter_keys_scanned_total": true,
 }
 

@@ -110,8 +110,12 @@ func (f *family) rereadMoved(ctx context.Context, st *sweepRun) {
 		for j := range reads {
 			// A replica does not know that a slot is being migrated and
 			// answers "no such key" for one that has left its master: a
-			// moved key that reads as gone is carried, not ended.
-			if reads[j].Status == redisread.Gone {
+			// moved key that reads as gone there is carried, not ended.
+			// A master's answer, ASK followed, is the truth: a key
+			// deleted or expired on the source before it could move is
+			// gone from both. Carried, it kept its user counted for as
+			// long as the migration lasted (TestClusterKeyGoneMidMigration).
+			if reads[j].Status == redisread.Gone && f.s.topo.ReadsReplicas() {
 				reads[j].Status = redisread.Missed
 			}
 			f.apply(st, &reads[j])

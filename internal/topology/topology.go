@@ -43,6 +43,10 @@ func New(c redis.UniversalClient, readReplica bool) *Topology {
 // IsCluster reports whether the keyspace is spread over a cluster.
 func (t *Topology) IsCluster() bool { return t.cluster != nil }
 
+// ReadsReplicas reports whether keys are read from cluster replicas
+// (read_from: replica), through Router too.
+func (t *Topology) ReadsReplicas() bool { return t.cluster != nil && t.replica }
+
 // Router returns a client that sends each key to the node that holds it
 // now, following MOVED and ASK; for a single server, the client itself.
 func (t *Topology) Router() redis.Cmdable {
