@@ -33,6 +33,19 @@ func (c *Cluster) roles() (masters, replicas []*Server) {
 // Masters are the nodes that currently own slots.
 func (c *Cluster) Masters() []*Server { m, _ := c.roles(); return m }
 
+// OtherMaster returns a current master other than s: a migration's
+// target.
+func (c *Cluster) OtherMaster(s *Server) *Server {
+	c.t.Helper()
+	for _, m := range c.Masters() {
+		if m != s {
+			return m
+		}
+	}
+	c.t.Fatalf("no master other than %s", s.Addr)
+	return nil
+}
+
 // Replicas are the nodes that currently replicate a master.
 func (c *Cluster) Replicas() []*Server { _, r := c.roles(); return r }
 

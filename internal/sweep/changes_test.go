@@ -687,13 +687,7 @@ func TestClusterChangesSameAsFullRead(t *testing.T) {
 
 	// Halfway through a slot's migration, then done.
 	from := cl.SlotOwner(slot)
-	var to *redistest.Server
-	for _, m := range cl.Masters() {
-		if m != from {
-			to = m
-			break
-		}
-	}
+	to := cl.OtherMaster(from)
 	// Half its keys: how many are left by now (leases run out) depends
 	// on how long the checks before took.
 	inSlotKeys, err := cl.NodeClient(from).ClusterCountKeysInSlot(ctx, slot).Result()
@@ -818,13 +812,7 @@ func TestClusterKeyGoneMidMigration(t *testing.T) {
 	sameFiguresWithin(t, "before the migration", full.Metrics(), changed.Metrics(), time.Since(began).Seconds())
 
 	from := cl.SlotOwner(slot)
-	var to *redistest.Server
-	for _, m := range cl.Masters() {
-		if m != from {
-			to = m
-			break
-		}
-	}
+	to := cl.OtherMaster(from)
 	if err := cl.BeginMigration(ctx, slot, from, to); err != nil {
 		t.Fatal(err)
 	}

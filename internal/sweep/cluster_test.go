@@ -466,13 +466,7 @@ func TestClusterReshardDuringSweeps(t *testing.T) {
 
 	masters := cl.Masters()
 	from := cl.SlotOwner(slot)
-	var to *redistest.Server
-	for _, m := range masters {
-		if m != from {
-			to = m
-			break
-		}
-	}
+	to := cl.OtherMaster(from)
 
 	// Halfway through migrating one slot.
 	if err := cl.BeginMigration(ctx, slot, from, to); err != nil {
