@@ -204,7 +204,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		versioncollector.NewCollector("slot_exporter"),
-		collectors.NewGoCollector(),
+		newGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	opts := collector.Options{ReloadOK: e.reloadOK.Load}

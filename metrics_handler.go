@@ -3,12 +3,24 @@ package main
 import (
 	"log/slog"
 	"net/http"
+	"regexp"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
+
+// newGoCollector is the Go runtime's metrics plus go_gc_heap_live_bytes:
+// the heap the last collection kept. The memstats gauges swing with the
+// garbage between collections (up to half the live heap at the GOGC of
+// internal/gctarget); the live heap is what a memory limit and GOMEMLIMIT
+// are sized from, and what BENCH.md's outside measurement reads.
+func newGoCollector() prometheus.Collector {
+	return collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)}))
+}
 
 // metricsHandler serves the registry with at most maxInFlight scrapes at
 // once (0: no limit). Refused scrapes get 503; they are counted in

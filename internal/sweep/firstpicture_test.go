@@ -16,13 +16,18 @@ import (
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
-var firstPictureSets = flag.Int("first-picture-sets", 100_000, "slot sets of BenchmarkFirstPicture")
+var (
+	firstPictureSets    = flag.Int("first-picture-sets", 100_000, "slot sets of BenchmarkFirstPicture")
+	firstPictureUnpaced = flag.Bool("first-picture-unpaced", false, "BenchmarkFirstPicture with redis_cpu_share 0: what Redis spends a key unpaced, on the same machine")
+)
 
 // BenchmarkFirstPicture: how long a new exporter, with the defaults a user
 // gets (sampling.timeout 30s, redis_cpu_share 0.1, change tracking on),
 // takes to publish its first complete picture of -first-picture-sets slot
 // sets on a redis-server of its own. Each iteration is a fresh exporter
-// on the same data; the median is reported.
+// on the same data; the median is reported. -first-picture-unpaced reads
+// without the pace: what a key costs Redis in a deep pipeline, on the
+// same machine and data.
 //
 //	go test -run '^$' -bench FirstPicture -benchtime 3x ./internal/sweep -args -first-picture-sets=1000000
 func BenchmarkFirstPicture(b *testing.B) {
@@ -52,7 +57,11 @@ func BenchmarkFirstPicture(b *testing.B) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := config.Parse([]byte(redisproc.Config{Addr: srv.Addr, Families: []redisproc.Family{redisproc.Slots()}}.YAML()))
+	var samp []string
+	if *firstPictureUnpaced {
+		samp = []string{"redis_cpu_share: 0"}
+	}
+	cfg, err := config.Parse([]byte(redisproc.Config{Addr: srv.Addr, Sampling: samp, Families: []redisproc.Family{redisproc.Slots()}}.YAML()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,19 +72,27 @@ func BenchmarkFirstPicture(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		info0, _ := rc.Info(ctx, "cpu").Result()
 		t0 := time.Now()
 		s.Start()
 		for s.Snapshot().Families[0].LastSuccess.IsZero() {
 			time.Sleep(100 * time.Millisecond)
 		}
 		d := time.Since(t0)
+		info1, _ := rc.Info(ctx, "cpu").Result()
+		cpu := func(i string) float64 { return infoFloat(i, "used_cpu_sys") + infoFloat(i, "used_cpu_user") }
+		redisCPU := cpu(info1) - cpu(info0)
 		s.Stop()
 		f := s.fams[0]
-		s.pacer.mu.Lock()
-		cost, rate := s.pacer.cost, s.pacer.KeysPerSecond()
-		s.pacer.mu.Unlock()
-		b.Logf("first picture of %d sets after %.1f s in %d attempts (sets %d, keys read %d); pacer: %.2f µs a key, %.0f keys/s",
-			*firstPictureSets, d.Seconds(), f.state.lastGauges.attempts, f.state.lastGauges.sets, f.state.keysScanned, cost*1e6, rate)
+		var cost, rate float64
+		if s.pacer != nil {
+			s.pacer.mu.Lock()
+			cost, rate = s.pacer.cost, s.pacer.KeysPerSecond()
+			s.pacer.mu.Unlock()
+		}
+		b.Logf("first picture of %d sets after %.1f s in %d attempts (sets %d, keys read %d); Redis CPU %.2f s, %.2f µs a key, %.1f%% of a core; pacer: %.2f µs a key, %.0f keys/s",
+			*firstPictureSets, d.Seconds(), f.state.lastGauges.attempts, f.state.lastGauges.sets, f.state.keysScanned,
+			redisCPU, redisCPU/float64(f.state.keysScanned)*1e6, 100*redisCPU/d.Seconds(), cost*1e6, rate)
 		took = append(took, d.Seconds())
 	}
 	slices.Sort(took)
