@@ -137,34 +137,41 @@ func (w *writer) run(ctx context.Context) (int, float64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	writes := 0
-	if w.frac > 0 {
-		perInterval := int(float64(w.n) * w.frac)
-		// Batches of 100 every tick, as many ticks as it takes.
-		batches := max(perInterval/100, 1)
-		tick := changeInterval / time.Duration(batches)
-		r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-		t := time.NewTicker(tick)
-	loop:
-		for {
-			select {
-			case <-ctx.Done():
-				break loop
-			case <-t.C:
-			}
-			pipe := w.c.Pipeline()
-			score := float64(time.Now().UnixMilli() + benchTiming.ttl)
-			for range min(100, perInterval) {
-				pipe.ZAdd(ctx, keyName(r.IntN(w.n)), redis.Z{Score: score, Member: "hb"})
-			}
-			if _, err := pipe.Exec(ctx); err == nil {
-				writes += min(100, perInterval)
-			}
-		}
-		t.Stop()
-	}
+	writes := w.write(ctx)
 	p, err := probe()
 	return writes, p, err
+}
+
+// write writes until ctx ends, without the probe, and returns the writes
+// made.
+func (w *writer) write(ctx context.Context) int {
+	writes := 0
+	if w.frac <= 0 {
+		<-ctx.Done()
+		return 0
+	}
+	perInterval := int(float64(w.n) * w.frac)
+	// Batches of 100 every tick, as many ticks as it takes.
+	batches := max(perInterval/100, 1)
+	tick := changeInterval / time.Duration(batches)
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return writes
+		case <-t.C:
+		}
+		pipe := w.c.Pipeline()
+		score := float64(time.Now().UnixMilli() + benchTiming.ttl)
+		for range min(100, perInterval) {
+			pipe.ZAdd(ctx, keyName(r.IntN(w.n)), redis.Z{Score: score, Member: "hb"})
+		}
+		if _, err := pipe.Exec(ctx); err == nil {
+			writes += min(100, perInterval)
+		}
+	}
 }
 
 // probeResult is what the probe process prints.

@@ -46,6 +46,8 @@ type opts struct {
 	fracs                       string
 	phase                       int
 	peer                        bool
+	outsideRate                 int
+	outsidePhase                int
 }
 
 func main() {
@@ -69,6 +71,8 @@ func main() {
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of one sweep of the largest size here")
 	flag.StringVar(&o.fracs, "fracs", "0.01,0.1,0.25", "shares of sets written per interval in the change-driven run at the largest size (empty skips it)")
 	flag.IntVar(&o.phase, "phase", 60, "seconds per phase of the change-driven run: long enough for the pace to settle after the application's load changes (it measures a baseline second every 5 s)")
+	flag.IntVar(&o.outsideRate, "outside-rate", 20000, "sets a second the application writes in the outside measurement of the exporter binary at the largest size (0 skips it)")
+	flag.IntVar(&o.outsidePhase, "outside-phase", 60, "seconds per phase of the outside measurement")
 	flag.BoolVar(&o.peer, "peer", true, "time Debian's prometheus-redis-exporter --check-keys over the largest size's slot sets")
 	flag.StringVar(&w.fracs, "worker-fracs", "", "internal")
 	flag.IntVar(&w.phase, "worker-phase", 0, "internal")
@@ -157,6 +161,7 @@ type sizeResult struct {
 
 type report struct {
 	Changes *changesResult
+	Outside *outsideResult
 	Peer    *peerResult
 	Opts    *opts
 	Machine machine
@@ -187,6 +192,11 @@ func run(ctx context.Context, o *opts) (*report, error) {
 			}
 			rep.Changes = ch
 		}
+	}
+	if o.outsideRate > 0 {
+		n := slices.Max(o.sizes)
+		log.Printf("outside measurement: the exporter binary at %d sets, the application writing %d sets/s", n, o.outsideRate)
+		rep.Outside = runOutside(ctx, n, o.outsideRate, time.Duration(o.outsidePhase)*time.Second)
 	}
 	if o.churnSets > 0 && o.churnSweeps > 0 {
 		log.Printf("churn: %d sets, %d sweeps, %.0f%% of sets changed between sweeps", o.churnSets, o.churnSweeps, o.churn*100)

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
+)
+
+// The outside measurement: the exporter as a user runs it, the binary
+// with its defaults in a process of its own, measured only from outside
+// (/proc, its /metrics, Redis), beside an application writing at a fixed
+// rate while a probe times a GET or SET every millisecond. Everything
+// else in the bench runs the sweeper inside a worker process, where the
+// application's writer shares the exporter's runtime and cores; this is
+// the figure an operator would see.
+
+type outsideResult struct {
+	Ran   bool
+	Err   string
+	Sets  int
+	Rate  int     // sets written per second by the application
+	Phase float64 // seconds per phase
+	Alone outsidePhase
+	With  outsidePhase
+	// FirstRead is from the exporter's start to its first complete
+	// picture (slot_sets exposed), the application writing throughout.
+	FirstRead float64
+	// FirstHeap and FirstRSS are the largest sampled during the first
+	// read; Heap and RSS the largest in the measured phase after it.
+	FirstHeap, FirstRSS uint64
+	Heap, RSS           uint64
+	// ExporterCPU is the exporter process's own CPU over the measured
+	// phase, as a share of a core.
+	ExporterCPU float64
+	KeysRead    float64 // ZRANGE calls per second in the measured phase
+}
+
+type outsidePhase struct {
+	RedisCPU float64 // redis-server's CPU, share of a core
+	P99      float64 // ms
+	Written  int     // the application's ZADDs in the phase
+}
+
+func runOutside(ctx context.Context, n, perSecond int, phase time.Duration) *outsideResult {
+	res := &outsideResult{Sets: n, Rate: perSecond, Phase: phase.Seconds()}
+	if err := measureOutside(ctx, res, phase); err != nil {
+		res.Err = err.Error()
+		log.Printf("outside: %v", err)
+		return res
+	}
+	res.Ran = true
+	return res
+}
+
+func measureOutside(ctx context.Context, res *outsideResult, phase time.Duration) error {
+	dir, err := os.MkdirTemp("", "slot-exporter-outside-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "slot_exporter")
+	// The module's root package is the exporter: the bench runs from the
+	// module (make bench).
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/slotexporter/slot_exporter").CombinedOutput(); err != nil {
+		return fmt.Errorf("building the exporter: %v\n%s", err, out)
+	}
+	s, err := startServer()
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	admin := s.client()
+	defer admin.Close()
+	now, err := admin.Time(ctx).Result()
+	if err != nil {
+		return err
+	}
+	if _, _, err := load(s.Addr, newGen(uint64(res.Sets), now.UnixMilli(), benchTiming), 0, res.Sets); err != nil {
+		return err
+	}
+	// The writer spreads a share of the sets over each changeInterval; at
+	// that share it writes perSecond sets a second.
+	frac := float64(res.Rate) * changeInterval.Seconds() / float64(res.Sets)
+	app := &writer{addr: s.Addr, n: res.Sets, frac: frac, c: admin}
+
+	// The application alone.
+	res.Alone, err = outsidePhaseRun(ctx, s, app, phase, nil)
+	if err != nil {
+		return err
+	}
+
+	// The exporter, started as a user starts it: a config file naming
+	// Redis and the family, every setting at its default.
+	cfg := filepath.Join(dir, "slot_exporter.yml")
+	if err := os.WriteFile(cfg, []byte(outsideConfig(s.Addr)), 0o600); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	logf, err := os.Create(filepath.Join(dir, "exporter.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "--config.file", cfg, "--web.listen-address", listen)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	exp := &exporterProc{pid: cmd.Process.Pid, url: "http://" + listen + "/metrics", hc: &http.Client{Timeout: 30 * time.Second}}
+
+	// Its first read, the application writing throughout.
+	t0 := time.Now()
+	wctx, stopWrites := context.WithCancel(ctx)
+	wrote := make(chan struct{})
+	go func() { app.write(wctx); close(wrote) }()
+	err = exp.waitFirstPicture(ctx, 15*time.Minute, func() {
+		res.FirstHeap = max(res.FirstHeap, exp.heapLive())
+		res.FirstRSS = max(res.FirstRSS, pidStatus(exp.pid, "VmRSS"))
+	})
+	res.FirstRead = time.Since(t0).Seconds()
+	stopWrites()
+	<-wrote
+	if err != nil {
+		return fmt.Errorf("%w (exporter log: %s)", err, tail(logf.Name()))
+	}
+
+	// The measured phase with it.
+	e0 := procCPU(exp.pid)
+	cs0, err := commandStats(ctx, admin)
+	if err != nil {
+		return err
+	}
+	res.With, err = outsidePhaseRun(ctx, s, app, phase, func() {
+		res.Heap = max(res.Heap, exp.heapLive())
+		res.RSS = max(res.RSS, pidStatus(exp.pid, "VmRSS"))
+	})
+	if err != nil {
+		return err
+	}
+	res.ExporterCPU = (procCPU(exp.pid) - e0).Seconds() / phase.Seconds()
+	cs1, err := commandStats(ctx, admin)
+	if err != nil {
+		return err
+	}
+	res.KeysRead = float64(cs1["zrange"].Calls-cs0["zrange"].Calls) / phase.Seconds()
+	if _, ok, err := exp.metric("slot_sets"); err != nil || !ok {
+		return fmt.Errorf("the exporter no longer answers with slot_sets (%v): %s", err, tail(logf.Name()))
+	}
+	return nil
+}
+
+// outsidePhaseRun runs the application for d and measures Redis's CPU and
+// the probe's p99; sample, if not nil, is called every second meanwhile.
+func outsidePhaseRun(ctx context.Context, s *server, app *writer, d time.Duration, sample func()) (outsidePhase, error) {
+	var ph outsidePhase
+	cs0, err := commandStats(ctx, app.c)
+	if err != nil {
+		return ph, err
+	}
+	actx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		if sample == nil {
+			return
+		}
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			sample()
+			select {
+			case <-actx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	c0, t0 := procCPU(s.PID()), time.Now()
+	_, ph.P99, err = app.run(actx)
+	ph.RedisCPU = (procCPU(s.PID()) - c0).Seconds() / time.Since(t0).Seconds()
+	<-sampled
+	if err != nil {
+		return ph, err
+	}
+	cs1, err := commandStats(ctx, app.c)
+	if err != nil {
+		return ph, err
+	}
+	ph.Written = int(cs1["zadd"].Calls - cs0["zadd"].Calls)
+	return ph, nil
+}
+
+// outsideConfig is the family the bench loads, and nothing else: every
+// sampling setting is the default a user gets.
+func outsideConfig(addr string) string {
+	t := benchTiming
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	return redisproc.Config{
+		Addr: addr,
+		Families: []redisproc.Family{{
+			Name: "streams", Kind: "slotset", Match: keyMatch, User: userPattern, Limit: 3,
+			TTL: ms(t.ttl), Heartbeat: ms(t.hb), MaxHold: ms(t.maxHold),
+			Extra: []string{"stale_after: " + ms(t.stale).String()},
+		}},
+	}.YAML()
+}
+
+// exporterProc is the exporter binary as the bench sees it from outside.
+type exporterProc struct {
+	pid int
+	url string
+	hc  *http.Client
+}
+
+// metric returns the first sample of name (with no labels, or the first
+// series) in the exporter's /metrics, and whether it was there.
+func (e *exporterProc) metric(name string) (float64, bool, error) {
+	r, err := e.hc.Get(e.url)
+	if err != nil {
+		return 0, false, err
+	}
+	defer r.Body.Close()
+	sc := bufio.NewScanner(r.Body)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("%s: %w", line, err)
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		return v, true, nil
+	}
+	return 0, false, sc.Err()
+}
+
+// heapLive is go_gc_heap_live_bytes: the heap the last collection kept.
+func (e *exporterProc) heapLive() uint64 {
+	v, _, _ := e.metric("go_gc_heap_live_bytes")
+	return uint64(v)
+}
+
+// waitFirstPicture waits until the exporter exposes slot_sets: the first
+// complete read of every key. sample is called every second meanwhile.
+func (e *exporterProc) waitFirstPicture(ctx context.Context, limit time.Duration, sample func()) error {
+	deadline := time.Now().Add(limit)
+	for {
+		sample()
+		if _, ok, err := e.metric("slot_sets"); err == nil && ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no slot_sets after %s", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// tail is the end of a log file, for an error message.
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -1,0 +1,55 @@
+package main
+
+import "fmt"
+
+// outsideTargets are the issue's outside measurement, each a row of the
+// Targets table.
+func (rep *report) outsideTargets(p func(string, ...any)) {
+	x := rep.Outside
+	if x == nil {
+		return
+	}
+	what := fmt.Sprintf("outside measurement: %d slot sets, the application writing %d sets/s and timing a GET/SET every ms; the exporter binary with its defaults, %.0f s without it against %.0f s with it, after its first read", x.Sets, x.Rate, x.Phase, x.Phase)
+	if !x.Ran {
+		p("| %s | not run: %s | **missed** |\n", what, x.Err)
+		return
+	}
+	verdict := func(ok bool, miss string) string {
+		if ok {
+			return "met"
+		}
+		return "**missed**: " + miss
+	}
+	share := x.With.RedisCPU - x.Alone.RedisCPU
+	p("| %s: Redis CPU <= +10%% of a core | %.1f%% → %.1f%%: %+.1f%% of a core | %s |\n", what, x.Alone.RedisCPU*100, x.With.RedisCPU*100, share*100,
+		verdict(share <= 0.10, fmt.Sprintf("%.1f points over; the exporter read %.0f keys/s", (share-0.10)*100, x.KeysRead)))
+	rise := x.With.P99 - x.Alone.P99
+	p("| outside measurement: the application's p99 <= +0.5 ms | %.2f → %.2f ms: %+.2f ms | %s |\n", x.Alone.P99, x.With.P99, rise,
+		verdict(rise <= 0.5, fmt.Sprintf("%.2f ms over", rise-0.5)))
+	p("| outside measurement: the exporter's live heap <= 150 MB and RSS <= 300 MB (largest sampled, every second, after the first read; during it: %s / %s) | %s / %s | %s |\n",
+		mb(x.FirstHeap), mb(x.FirstRSS), mb(x.Heap), mb(x.RSS),
+		verdict(x.Heap <= 150e6 && x.RSS <= 300e6, "over"))
+}
+
+func (rep *report) outsideSection(p func(string, ...any)) {
+	x := rep.Outside
+	if x == nil {
+		return
+	}
+	p("## Outside measurement: the binary, its defaults, beside an application\n\n")
+	if !x.Ran {
+		p("Not run: %s.\n\n", x.Err)
+		return
+	}
+	p("%d slot sets on a fresh server. The application (the bench's own process) writes %d sets a second (`ZADD key <now + ttl> hb` on random sets, batches of 100) while a probe process sends a GET or SET every millisecond on a connection of its own (DB 1). First %.0f s of the application alone; then the exporter binary starts, built from this tree and run with a config file that names Redis and the family and sets nothing else (track_changes on, the pace at a tenth of a core, sampling.interval and timeout at their defaults), in a process of its own; once it exposes `slot_sets` (its first complete picture; the application writes all along) another %.0f s are measured. Everything is read from outside: redis-server's and the exporter's CPU from /proc, the exporter's RSS from /proc and its live heap from its own `go_gc_heap_live_bytes`, both sampled every second, and the probe's p99.\n\n",
+		x.Sets, x.Rate, x.Phase, x.Phase)
+	p("| | application alone | with the exporter |\n|---|---:|---:|\n")
+	p("| redis-server CPU, share of a core | %.1f%% | %.1f%% |\n", x.Alone.RedisCPU*100, x.With.RedisCPU*100)
+	p("| the probe's p99 | %.2f ms | %.2f ms |\n", x.Alone.P99, x.With.P99)
+	p("| sets written (ZADD, as Redis counted) | %d | %d |\n", x.Alone.Written, x.With.Written)
+	p("| keys the exporter read a second (ZRANGE) | - | %.0f |\n", x.KeysRead)
+	p("| the exporter's own CPU, share of a core | - | %.1f%% |\n", x.ExporterCPU*100)
+	p("| the exporter's live heap, largest | - | %s (first read: %s) |\n", mb(x.Heap), mb(x.FirstHeap))
+	p("| the exporter's RSS, largest | - | %s (first read: %s) |\n", mb(x.RSS), mb(x.FirstRSS))
+	p("| first complete picture, from the exporter's start | - | %s |\n\n", secs(x.FirstRead))
+}
