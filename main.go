@@ -51,7 +51,8 @@ func main() {
 // run is the whole program; it returns the exit code. It stops when ctx is
 // done.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	gctarget.Apply()
+	gogc := gctarget.Apply()
+	memLimit := gctarget.ApplyMemoryLimit()
 	app := kingpin.New(name, "Prometheus exporter and leak detector for crash-safe limits kept in Redis.")
 	// --help and --version answer on stdout, as node_exporter's do, so
 	// that `slot_exporter --help | grep` works; errors stay on stderr.
@@ -199,7 +200,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer e.shutdown()
 
-	logger.Info("starting "+name, "version", version.Info(), "build_context", version.BuildContext())
+	logger.Info("starting "+name, "version", version.Info(), "build_context", version.BuildContext(),
+		"gogc", gogc, "memory_limit", gctarget.Describe(memLimit))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(

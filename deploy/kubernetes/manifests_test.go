@@ -244,8 +244,11 @@ func TestProbesPortsAndResources(t *testing.T) {
 		}
 	}
 	for _, e := range c.Env {
-		if e.Name == "GOMEMLIMIT" && (e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "limits.memory") {
-			t.Errorf("GOMEMLIMIT does not follow limits.memory: %+v", e)
+		if e.Name == "GOMEMLIMIT" {
+			// The exporter sets 90% of the container's limit itself
+			// (internal/gctarget); GOMEMLIMIT from limits.memory would be
+			// all of it, and RSS would reach the limit first.
+			t.Errorf("GOMEMLIMIT set (%+v): it would override the exporter's 90%% of the limit", e)
 		}
 		if e.Name == "REDIS_PASSWORD" {
 			t.Error("REDIS_PASSWORD set: it would win over the mounted password file")
