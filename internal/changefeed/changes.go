@@ -56,10 +56,10 @@ type Feed struct {
 	// asked again for a minute.
 	refused map[string]time.Time
 	warned  map[string]bool
-	// received counts the key names Redis has sent, every node and
-	// family: each costs Redis time, which the CPU pacer charges to the
-	// exporter's share.
-	received atomic.Uint64
+	// messages and names count the invalidation messages Redis has sent
+	// and the key names in them, every node and family: each costs Redis
+	// time, which the CPU pacer charges to the exporter's share.
+	messages, names atomic.Uint64
 	// idle is how long a node's tracking is kept with no sweep asking
 	// for its changes: a node that left the sweep (a master demoted by
 	// a failover, a node removed) would otherwise keep two connections
@@ -324,9 +324,17 @@ func (f *Feed) connect(ctx context.Context, n topology.Node) (*feedNode, error) 
 	return fn, nil
 }
 
-// Received is how many key names Redis has sent in invalidations since
-// the feed started.
-func (f *Feed) Received() uint64 { return f.received.Load() }
+// Invalidations counts what Redis has sent the feed since it started.
+// In broadcasting mode Redis gathers the names written in one turn of its
+// event loop into one message per client, so a message costs it a socket
+// write and each name a little more: the pacer charges both.
+type Invalidations struct{ Messages, Names uint64 }
+
+// Received is what Redis has sent in invalidations since the feed
+// started.
+func (f *Feed) Received() Invalidations {
+	return Invalidations{Messages: f.messages.Load(), Names: f.names.Load()}
+}
 
 // Close ends the tracking of every node.
 func (f *Feed) Close() {

@@ -51,7 +51,8 @@ func (f *Feed) receive(fn *feedNode) {
 				fn.mu.Unlock()
 				continue
 			}
-			f.received.Add(uint64(len(keys)))
+			f.messages.Add(1)
+			f.names.Add(uint64(len(keys)))
 			fams := f.families()
 			fn.mu.Lock()
 			for _, k := range keys {

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/slotexporter/slot_exporter/internal/changefeed"
 	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
@@ -45,10 +46,11 @@ type cpuPacer struct {
 
 	mu    sync.Mutex
 	nodes []topology.Node
-	// invalidations counts the key names client tracking has had Redis
-	// send (nil without tracking); invRate is their rate.
-	invalidations func() uint64
-	invRate       float64
+	// invalidations counts what client tracking has had Redis send (nil
+	// without tracking); invShare is what sending it costs Redis, as a
+	// share of a core.
+	invalidations func() changefeed.Invalidations
+	invShare      float64
 	cost          float64 // CPU seconds per key read
 	baseline      float64 // CPU seconds per second without exporter reads
 	// haveBaseline is set once a second without reads has been
@@ -78,17 +80,38 @@ type cpuSample struct {
 	cpu     float64
 	at      time.Time
 	keys    uint64
-	inv     uint64
+	inv     changefeed.Invalidations
 	readers bool
 }
 
-// invalidationCost is what Redis spends sending one key name to a
-// tracking client: `make bench` at 1M slot sets with a quarter of them
-// written every 5 s (50,000 invalidations a second) measured the
-// exporter's share 2.6% of a core above the reads' paced 10%: 0.52 µs
-// each. It cannot be measured apart from the application's writes (the
-// held second stops reads, not invalidations), so it is this prior.
-const invalidationCost = 0.5e-6
+// What Redis spends on invalidations. In broadcasting mode it gathers the
+// key names written in a turn of its event loop and sends them to the
+// feed's connection as one message after the turn: a socket write per
+// message, a little per name. Measured on this project's 2-core machine
+// (redis-server 7.0, one tracking client, redis-benchmark's ZADDs of
+// random slot sets from 4 clients, Redis's CPU per write with the client
+// against without it, messages counted on the subscribed connection),
+// busy (a write cost 14 µs unpipelined, 2.8 µs 10 to a round trip, about
+// three times a quiet machine's): unpipelined, 0.22 to 0.65 messages a
+// write cost 1.5 to 4.3 µs more a write; pipelined, 0.04 messages a write
+// (26 names each) 0.6 to 1.1 µs more. That fits about 6 µs a message and
+// 0.5 µs a name there; scaled to a quiet machine, 2 µs and 0.3 µs (on the
+// safe side). The 0.5 µs a name charged before, whatever the messages,
+// undercharged an application whose writes come one to a turn, and the
+// pace took 12.5% and 19.3% of a core at 10% and 25% of 1M sets written
+// per 5 s (`make bench`). The cost cannot be measured while the exporter
+// runs (a held second stops the reads, not the writes), so these are
+// priors.
+const (
+	invalidationMessageCost = 2e-6
+	invalidationNameCost    = 0.3e-6
+)
+
+// invalidationCost is what Redis spent on the invalidations between two
+// counts.
+func invalidationCost(from, to changefeed.Invalidations) float64 {
+	return float64(to.Messages-from.Messages)*invalidationMessageCost + float64(to.Names-from.Names)*invalidationNameCost
+}
 
 // priorCost is the cost per key assumed until one is measured: a slot
 // set's ZRANGE WITHSCORES and PTTL and its share of SCAN, socket work
@@ -131,7 +154,7 @@ const quietKeys = 50
 // get the rest, and never less than a tenth of it, so that a storm of
 // writes slows the reads rather than stopping them.
 func (p *cpuPacer) apply() {
-	share := max(p.share-p.invRate*invalidationCost, p.share/10)
+	share := max(p.share-p.invShare, p.share/10)
 	r := share / p.cost
 	if p.holding {
 		r *= holdMakeUp
@@ -141,9 +164,9 @@ func (p *cpuPacer) apply() {
 }
 
 // setInvalidations takes the count of a (reloaded) change feed; nil: none.
-func (p *cpuPacer) setInvalidations(count func() uint64) {
+func (p *cpuPacer) setInvalidations(count func() changefeed.Invalidations) {
 	p.mu.Lock()
-	p.invalidations, p.invRate = count, 0
+	p.invalidations, p.invShare = count, 0
 	p.haveLast = false
 	p.mu.Unlock()
 }
@@ -263,8 +286,8 @@ func (p *cpuPacer) observe(s cpuSample) {
 		return // a restarted server
 	}
 	const alpha = 0.3
-	if s.inv >= prev.inv {
-		p.invRate += alpha * (float64(s.inv-prev.inv)/dt - p.invRate)
+	if s.inv.Messages >= prev.inv.Messages && s.inv.Names >= prev.inv.Names {
+		p.invShare += alpha * (invalidationCost(prev.inv, s.inv)/dt - p.invShare)
 		p.apply()
 	}
 	if p.quiet || dkeys == 0 && !prev.readers && !s.readers {

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/slotexporter/slot_exporter/internal/changefeed"
 )
 
 // drive feeds the pacer a minute or more of Redis CPU readings, one a
@@ -148,23 +150,29 @@ func TestPacerHoldLastsASecond(t *testing.T) {
 	}
 }
 
-// TestPacerChargesInvalidations: what Redis spends sending tracked key
-// names comes out of the reads' share, down to a tenth of it.
+// TestPacerChargesInvalidations: what Redis spends sending invalidations,
+// a socket write a message and a little a name, comes out of the reads'
+// share, down to a tenth of it.
 func TestPacerChargesInvalidations(t *testing.T) {
 	for _, tc := range []struct {
-		perSecond uint64
+		name      string
+		perSecond changefeed.Invalidations
 		want      float64 // share left to the reads
 	}{
-		{0, 0.1},
-		{50_000, 0.1 - 50_000*invalidationCost},
-		{10_000_000, 0.01},
+		{"none", changefeed.Invalidations{}, 0.1},
+		{"unpipelined writes", changefeed.Invalidations{Messages: 10_000, Names: 10_000},
+			0.1 - 10_000*(invalidationMessageCost+invalidationNameCost)},
+		{"writes 100 a turn", changefeed.Invalidations{Messages: 500, Names: 50_000},
+			0.1 - 500*invalidationMessageCost - 50_000*invalidationNameCost},
+		{"a storm", changefeed.Invalidations{Messages: 1_000_000, Names: 10_000_000}, 0.01},
 	} {
 		p := newCPUPacer(0.1)
-		var inv uint64
+		var inv changefeed.Invalidations
 		at := time.Unix(1000, 0)
-		p.invalidations = func() uint64 { return inv }
+		p.invalidations = func() changefeed.Invalidations { return inv }
 		for range 30 {
-			inv += tc.perSecond
+			inv.Messages += tc.perSecond.Messages
+			inv.Names += tc.perSecond.Names
 			at = at.Add(time.Second)
 			p.mu.Lock()
 			p.observe(cpuSample{cpu: 0.2 * float64(at.Unix()-1000), at: at, inv: inv})
@@ -172,7 +180,7 @@ func TestPacerChargesInvalidations(t *testing.T) {
 		}
 		want := tc.want / p.cost
 		if got := p.KeysPerSecond(); got < want*0.98 || got > want*1.02 {
-			t.Errorf("%d invalidations a second: %.0f keys/s, want %.0f", tc.perSecond, got, want)
+			t.Errorf("%s: %.0f keys/s, want %.0f", tc.name, got, want)
 		}
 	}
 }

@@ -131,7 +131,7 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 		s.pacer = newCPUPacer(cfg.Sampling.RedisCPUShare)
 	}
 	if s.pacer != nil {
-		var count func() uint64
+		var count func() changefeed.Invalidations
 		if s.changes != nil {
 			count = s.changes.Received
 		}
