@@ -78,6 +78,7 @@ func main() {
 	flag.IntVar(&w.phase, "worker-phase", 0, "internal")
 	flag.BoolVar(&w.full, "worker-full", false, "internal")
 	flag.IntVar(&w.probeMS, "probe-ms", 0, "internal")
+	flag.Float64Var(&w.appFrac, "app-frac", 0, "internal")
 	flag.StringVar(&w.heapprofile, "worker-heapprofile", "", "internal")
 	// The exporter side runs in a child process; these flags are its.
 	flag.StringVar(&w.role, "role", "", "internal: run as the worker with this role")

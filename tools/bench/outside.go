@@ -95,7 +95,7 @@ func measureOutside(ctx context.Context, res *outsideResult, phase time.Duration
 	frac := float64(res.Rate) * changeInterval.Seconds() / float64(res.Sets)
 	app := &writer{addr: s.Addr, n: res.Sets, frac: frac, c: admin}
 
-	// The application alone.
+	// The application alone, in a process of its own (writer.run).
 	res.Alone, err = outsidePhaseRun(ctx, s, app, phase, nil)
 	if err != nil {
 		return err
@@ -128,7 +128,8 @@ func measureOutside(ctx context.Context, res *outsideResult, phase time.Duration
 	}()
 	exp := &exporterProc{pid: cmd.Process.Pid, url: "http://" + listen + "/metrics", hc: &http.Client{Timeout: 30 * time.Second}}
 
-	// Its first read, the application writing throughout.
+	// Its first read, the application writing throughout (from this
+	// process: its latency is not measured here).
 	t0 := time.Now()
 	wctx, stopWrites := context.WithCancel(ctx)
 	wrote := make(chan struct{})

@@ -56,6 +56,7 @@ type workerOpts struct {
 	phase       int
 	full        bool
 	probeMS     int
+	appFrac     float64
 	heapprofile string
 }
 
@@ -223,8 +224,8 @@ func runWorker(o *workerOpts) error {
 		return workerSweep(o)
 	case "churn":
 		return workerChurn(o)
-	case "probe":
-		return workerProbe(o)
+	case "app":
+		return workerApp(o)
 	case "changes":
 		return workerChanges(o)
 	case "loop":
