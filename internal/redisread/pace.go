@@ -13,27 +13,41 @@ import (
 // that the reads reach Redis as a steady trickle rather than a page every
 // few milliseconds that other clients would queue behind: at 100k keys/s
 // this halved the p99 of concurrent GET/SET traffic in `make bench`.
-// Under the CPU pace, at least pacedChunk.
+// Under the CPU pace, at least pacedChunk (firstPacedChunk for a first
+// read).
 func (p *Plan) chunk() int {
 	n := math.MaxInt
 	if p.Budget != nil {
 		n = min(n, max(limitInt(p.Budget)/1000, 10))
 	}
 	if p.Pace != nil {
-		n = min(n, max(limitInt(p.Pace)/1000, pacedChunk))
+		least := pacedChunk
+		if p.First {
+			least = firstPacedChunk
+		}
+		n = min(n, max(limitInt(p.Pace)/1000, least))
 	}
 	return n
 }
 
-// pacedChunk is the smallest batch the CPU pace sends. The pace charges
-// the exporter with all Redis spends on its reads, and a round trip costs
-// Redis a read, a write and an event-loop turn whatever the batch: at the
-// default share a millisecond's worth is some 20 keys, and the paced read
-// cost twice the unpaced pipeline's per key. A hundred slot sets' ZRANGE
-// and PTTL are about 14 KB, within one of Redis's 16 KB reads of a client's
-// input, so a batch still holds Redis no longer than any one client's read
-// does.
-const pacedChunk = 100
+// pacedChunk is the smallest batch the CPU pace sends, and so how long
+// Redis's other clients can queue behind one: an application's p99 rises
+// by about a batch's time once the exporter keeps Redis busy for more
+// than 1% of it (at a tenth of a core it does). 40 slot sets' ZRANGE and
+// PTTL hold Redis about 0.3 ms (7.5 µs a key paced, Redis 7.0 on this
+// two-core machine), inside the 0.5 ms the p99 may rise. The cost per key
+// hardly depends on the batch: 7.1-7.6 µs at 40 keys, 7.5-7.8 at 100,
+// 7.1-7.3 at 1000 (BenchmarkFirstPicture, 200k sets, a busy machine);
+// what a batch does cost is a round trip, which at 40 keys and one batch
+// in flight bounds the reads near the pace on a busy machine.
+const pacedChunk = 40
+
+// firstPacedChunk is the batch of a first read: 100 slot sets, about
+// 14 KB of commands, within one of Redis's 16 KB reads of a client's
+// input. Until the first picture the reads go as fast as the pace allows
+// rather than as a round trip does (at 40 keys the first read of 200k
+// sets took 17.4-17.9 s against 16.1-16.3 s at 100, on a busy machine).
+const firstPacedChunk = 100
 
 // limitInt is l's rate as an int, an unlimited one as the largest.
 func limitInt(l *rate.Limiter) int {

@@ -46,6 +46,10 @@ type Plan struct {
 	// read again can be advanced from it (KeyRead.At).
 	Now   int64
 	Start time.Time
+	// First says that the family has published nothing yet: the pace
+	// sends its reads in larger batches (firstPacedChunk), since a first
+	// picture sooner is worth more than other clients' p99 for a while.
+	First bool
 }
 
 // readDepth is how many batches of reads are in flight on a raw

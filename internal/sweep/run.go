@@ -139,7 +139,7 @@ func (f *family) begin(ctx context.Context) (*sweepRun, []topology.Node, error) 
 	f.planChanges(ctx, run, nodes)
 	run.reads = st.tracker.Begin(&run.Sweep)
 	run.plan = &redisread.Plan{Match: f.cfg.Match, ScanCount: int64(f.sampling.ScanCount), Budget: st.budget,
-		Reads: run.reads, Shard: f.s.shard}
+		Reads: run.reads, Shard: f.s.shard, First: st.lastSuccess.IsZero()}
 	// PTTLs counted from the sweep's Redis time, which replaying a key
 	// needs, and which makes every kind's expiries exact however long a
 	// paced sweep takes to reach a key.
