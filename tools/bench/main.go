@@ -157,6 +157,7 @@ type sizeResult struct {
 
 type report struct {
 	Changes *changesResult
+	Cluster *clusterResult
 	Peer    *peerResult
 	Opts    *opts
 	Machine machine
@@ -188,6 +189,11 @@ func run(ctx context.Context, o *opts) (*report, error) {
 			rep.Changes = ch
 		}
 	}
+	cl, err := runClusterChanges(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("change-driven run on a cluster: %w", err)
+	}
+	rep.Cluster = cl
 	if o.churnSets > 0 && o.churnSweeps > 0 {
 		log.Printf("churn: %d sets, %d sweeps, %.0f%% of sets changed between sweeps", o.churnSets, o.churnSweeps, o.churn*100)
 		c, err := runChurn(ctx, o)
