@@ -75,11 +75,21 @@ func (rep *report) clusterSection(p func(string, ...any)) {
 	p("The change-driven run of the previous section, on a Redis Cluster: %d masters and no replicas (the exporter reads the masters, `read_from: primary` by default; a replica would add replication's CPU, not the reads'), each its own redis-server on this machine, started as an operator starts one (`redis-cli --cluster create`, internal/redisproc). %d slot sets, the same generator as above, each loaded on the master that owns its slot (%s keys a master, in %s). The exporter runs with `mode: cluster` and the three addresses as seeds, otherwise the defaults: tracking on every node, the pace at 10%% of a core. The application writes through a cluster client; the probe is a cluster client too, one connection a node, in DB 0 (a cluster has no other; its thousand `probe:*` keys are outside the family's match). Redis CPU is the sum over the three redis-server processes (from /proc), keys read and the commands below are summed over the nodes' INFO commandstats. Phases of %d s, as above; no full-read row. The three servers, the application, the probe and the exporter share this machine's %d cores (load average as the run began: %s), so a busy machine shows in p99 and in commandstats, which counts wall time inside a command, preemption included.\n\n",
 		cl.Masters, cl.Sets, joinInts(cl.KeysPerNode), secs(cl.LoadTime.Seconds()), rep.Opts.phase, rep.Machine.NProc, cl.Load)
 	changeTable(p, cl.Changes.Scenarios)
-	p("\n\nThe exporter's share of each node's core (with it minus without it, node by node in the order of the keys above):\n\n")
+	p("\n\nThe exporter's share of each node's core (with it minus without it, node by node in the order of the keys above), and whether the pace's tenth of a core (sampling.redis_cpu_share) held per node or for the cluster in total:\n\n")
 	for _, sc := range cl.Changes.Scenarios {
-		per, _ := sc.nodeShares()
-		p("- %s: %s; Redis CPU alone %s, with the exporter %s\n", sc.Name, pcts(per), pcts(sc.NodesAlone), pcts(sc.NodesWith))
+		per, busiest := sc.nodeShares()
+		total := max(sc.CPUWith-sc.CPUAlone, 0)
+		held := "for the cluster in total, and so on every node"
+		switch {
+		case busiest > 0.10:
+			held = "on no node: the busiest went past it"
+		case total > 0.10:
+			held = "on each node, not in total"
+		}
+		p("- %s: %s (Redis CPU alone %s, with the exporter %s); %.1f%% over all nodes together: held %s\n",
+			sc.Name, pcts(per), pcts(sc.NodesAlone), pcts(sc.NodesWith), total*100, held)
 	}
+	p("\nWhere the reads fall short of the sets written, the sampling period stretches past the interval (the table says by how much).\n")
 	p("\nWhere the exporter's share went, summed over the nodes (as above):\n\n")
 	changeCommandShares(p, cl.Changes.Scenarios)
 	p("\n")
