@@ -1,7 +1,8 @@
 // Package redisproc starts and stops real redis-server (and
 // redis-sentinel) processes on free loopback ports, each with its own
-// scratch directory, for tests (through internal/redistest) and for the
-// tools under tools/ that measure the exporter against a real Redis. It
+// scratch directory, and Redis Clusters of them, for tests (through
+// internal/redistest) and for the tools under tools/ that measure the
+// exporter against a real Redis. It
 // also holds what those share besides servers: free ports, the median of a
 // series of measurements and the family config fixture. It does not import
 // testing, so that the tools can use it.

@@ -2,29 +2,28 @@ package redistest
 
 import (
 	"context"
-	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 )
 
 // ClusterSlots is the number of hash slots of a Redis Cluster.
-const ClusterSlots = 16384
+const ClusterSlots = redisproc.ClusterSlots
 
 // Cluster is a Redis Cluster of real redis-server processes owned by a
 // test, built the way an operator builds one: cluster-enabled servers
-// joined by `redis-cli --cluster create`.
+// joined by `redis-cli --cluster create` (redisproc.Cluster, which the
+// tools use too).
 type Cluster struct {
 	t testing.TB
 	// Nodes are every server of the cluster in start order. Roles change
 	// with failovers; ask Masters and Replicas for the current ones.
-	Nodes   []*Server
-	clients map[string]*redis.Client
-	extra   []string // every redis-server's extra args, for AddMaster
+	Nodes []*Server
+	proc  *redisproc.Cluster
 
 	idMu sync.Mutex
 	ids  map[string]string // node ids never change: cached by address
@@ -36,59 +35,18 @@ type Cluster struct {
 // Extra args go to every redis-server.
 func StartCluster(t testing.TB, masters, replicas int, extra ...string) *Cluster {
 	t.Helper()
-	if masters < 3 {
-		t.Fatalf("redis-cli --cluster create needs at least 3 masters, got %d", masters)
+	// Fails with the install hint when redis-cli is missing.
+	Binary(t, "redis-cli")
+	pc, err := redisproc.StartCluster(masters, replicas, extra...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	cli := Binary(t, "redis-cli")
-	c := &Cluster{t: t, clients: map[string]*redis.Client{}, ids: map[string]string{}, extra: extra}
-	n := masters * (1 + replicas)
-	for range n {
-		c.Nodes = append(c.Nodes, c.startNode())
+	t.Cleanup(pc.Stop)
+	c := &Cluster{t: t, proc: pc, ids: map[string]string{}}
+	for _, s := range pc.Nodes {
+		c.Nodes = append(c.Nodes, &Server{Server: s, t: t})
 	}
-	args := []string{"--cluster", "create"}
-	for _, s := range c.Nodes {
-		args = append(args, s.Addr)
-	}
-	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	c.WaitHealthy(20 * time.Second)
 	return c
-}
-
-// startNode starts one cluster-enabled server on free loopback ports; it
-// is not part of the cluster until joined.
-func (c *Cluster) startNode() *Server {
-	c.t.Helper()
-	port := FreePort(c.t)
-	bus := FreePort(c.t)
-	for bus == port {
-		bus = FreePort(c.t)
-	}
-	// The default bus port (port + 10000) may be taken or past 65535
-	// for a kernel-picked port, so the bus gets its own free port.
-	args := append([]string{
-		"--cluster-enabled", "yes",
-		// Relative to --dir, the server's own scratch directory.
-		"--cluster-config-file", "nodes.conf",
-		"--cluster-node-timeout", "1000",
-		"--cluster-port", strconv.Itoa(bus),
-		// A diskless full sync otherwise waits 5s for more replicas.
-		"--repl-diskless-sync-delay", "0",
-		// Redis 7.0 leaves a replica out of CLUSTER SLOTS (and calls it
-		// "loading" in CLUSTER SHARDS) until its replication offset,
-		// carried by gossip, is above 0; on an idle cluster only the
-		// master's replication pings move it.
-		"--repl-ping-replica-period", "1",
-	}, c.extra...)
-	s := StartPort(c.t, port, args...)
-	cl := redis.NewClient(&redis.Options{Addr: s.Addr, DisableIdentity: true})
-	c.clients[s.Addr] = cl
-	c.t.Cleanup(func() { _ = cl.Close() })
-	return s
 }
 
 // AddMaster starts one more server, joins it to the cluster as a master
@@ -102,40 +60,20 @@ func (c *Cluster) AddMaster(ctx context.Context, prepare func(*redis.Client) err
 	if len(slots) == 0 {
 		c.t.Fatal("AddMaster: give the new master a slot at least")
 	}
-	s := c.startNode()
+	ps, err := c.proc.StartNode()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	s := &Server{Server: ps, t: c.t}
 	if prepare != nil {
-		if err := prepare(c.clients[s.Addr]); err != nil {
+		if err := prepare(c.NodeClient(s)); err != nil {
 			c.t.Fatalf("preparing the new master %s: %v", s.Addr, err)
 		}
 	}
-	cli := Binary(c.t, "redis-cli")
-	jctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	args := []string{"--cluster", "add-node", s.Addr, c.Masters()[0].Addr}
-	if out, err := exec.CommandContext(jctx, cli, args...).CombinedOutput(); err != nil {
-		c.t.Fatalf("redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	if err := c.proc.AddNode(ctx, ps, c.Masters()[0].Addr); err != nil {
+		c.t.Fatal(err)
 	}
 	c.Nodes = append(c.Nodes, s)
-	// add-node returns once the new node has met one node; SETSLOT on it
-	// names the others, and MIGRATE to it needs it to see the cluster up,
-	// which it learns by gossip.
-	want := "cluster_known_nodes:" + strconv.Itoa(len(c.Nodes))
-	for deadline := time.Now().Add(2 * time.Minute); ; {
-		known := 0
-		for _, n := range c.Nodes {
-			info, err := c.clients[n.Addr].ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, want+"\r\n") && strings.Contains(info, "cluster_state:ok\r\n") {
-				known++
-			}
-		}
-		if known == len(c.Nodes) {
-			break
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("after add-node, %d of %d nodes know all %d nodes", known, len(c.Nodes), len(c.Nodes))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	for _, slot := range slots {
 		if err := c.MigrateSlot(ctx, slot, c.SlotOwner(slot), s); err != nil {
 			c.t.Fatalf("moving slot %d to the new master %s: %v", slot, s.Addr, err)
@@ -143,6 +81,15 @@ func (c *Cluster) AddMaster(ctx context.Context, prepare func(*redis.Client) err
 	}
 	c.WaitHealthy(2 * time.Minute)
 	return s
+}
+
+// WaitHealthy blocks until the cluster is healthy (redisproc's
+// Cluster.WaitHealthy says what that takes); it fails the test after d.
+func (c *Cluster) WaitHealthy(d time.Duration) {
+	c.t.Helper()
+	if err := c.proc.WaitHealthy(d); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // Addrs are the addresses of every node, seeds for a cluster client.
@@ -163,7 +110,7 @@ func (c *Cluster) Client() *redis.ClusterClient {
 }
 
 // NodeClient is a plain client of one node (no redirections followed).
-func (c *Cluster) NodeClient(s *Server) *redis.Client { return c.clients[s.Addr] }
+func (c *Cluster) NodeClient(s *Server) *redis.Client { return c.proc.NodeClient(s.Addr) }
 
 // Node returns the server listening on addr, or nil.
 func (c *Cluster) Node(addr string) *Server {
@@ -183,7 +130,7 @@ func (c *Cluster) ID(s *Server) string {
 	if id, ok := c.ids[s.Addr]; ok {
 		return id
 	}
-	id, err := c.clients[s.Addr].ClusterMyID(context.Background()).Result()
+	id, err := c.NodeClient(s).ClusterMyID(context.Background()).Result()
 	if err != nil {
 		c.t.Fatalf("CLUSTER MYID on %s: %v", s.Addr, err)
 	}

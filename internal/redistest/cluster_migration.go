@@ -12,10 +12,10 @@ import (
 // BeginMigration marks slot as importing on to and migrating on from.
 func (c *Cluster) BeginMigration(ctx context.Context, slot int, from, to *Server) error {
 	fromID, toID := c.ID(from), c.ID(to)
-	if err := c.clients[to.Addr].Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Err(); err != nil {
+	if err := c.NodeClient(to).Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Err(); err != nil {
 		return fmt.Errorf("SETSLOT %d IMPORTING on %s: %w", slot, to.Addr, err)
 	}
-	if err := c.clients[from.Addr].Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Err(); err != nil {
+	if err := c.NodeClient(from).Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Err(); err != nil {
 		return fmt.Errorf("SETSLOT %d MIGRATING on %s: %w", slot, from.Addr, err)
 	}
 	return nil
@@ -33,7 +33,7 @@ func (c *Cluster) MoveKeys(ctx context.Context, slot int, from, to *Server, batc
 		if max > 0 {
 			n = min(n, max-moved)
 		}
-		keys, err := c.clients[from.Addr].ClusterGetKeysInSlot(ctx, slot, n).Result()
+		keys, err := c.NodeClient(from).ClusterGetKeysInSlot(ctx, slot, n).Result()
 		if err != nil {
 			return moved, fmt.Errorf("GETKEYSINSLOT %d on %s: %w", slot, from.Addr, err)
 		}
@@ -44,7 +44,7 @@ func (c *Cluster) MoveKeys(ctx context.Context, slot int, from, to *Server, batc
 		for _, k := range keys {
 			args = append(args, k)
 		}
-		if err := c.clients[from.Addr].Do(ctx, args...).Err(); err != nil {
+		if err := c.NodeClient(from).Do(ctx, args...).Err(); err != nil {
 			return moved, fmt.Errorf("MIGRATE %d keys of slot %d from %s to %s: %w", len(keys), slot, from.Addr, to.Addr, err)
 		}
 		moved += len(keys)
@@ -58,7 +58,7 @@ func (c *Cluster) MoveKeys(ctx context.Context, slot int, from, to *Server, batc
 func (c *Cluster) FinishMigration(ctx context.Context, slot int, from, to *Server) error {
 	toID := c.ID(to)
 	for _, s := range []*Server{to, from} {
-		if err := c.clients[s.Addr].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID).Err(); err != nil {
+		if err := c.NodeClient(s).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID).Err(); err != nil {
 			return fmt.Errorf("SETSLOT %d NODE on %s: %w", slot, s.Addr, err)
 		}
 	}

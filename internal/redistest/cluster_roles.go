@@ -11,19 +11,19 @@ import (
 // the first node sees them.
 func (c *Cluster) roles() (masters, replicas []*Server) {
 	c.t.Helper()
-	ns, err := c.nodes(context.Background(), c.Nodes[0])
+	ns, err := c.proc.ClusterNodes(context.Background(), c.Nodes[0].Addr)
 	if err != nil {
 		c.t.Fatalf("CLUSTER NODES: %v", err)
 	}
 	for _, n := range ns {
-		s := c.Node(n.addr)
+		s := c.Node(n.Addr)
 		if s == nil {
-			c.t.Fatalf("CLUSTER NODES names unknown node %s", n.addr)
+			c.t.Fatalf("CLUSTER NODES names unknown node %s", n.Addr)
 		}
 		switch {
-		case n.has("slave"):
+		case n.Has("slave"):
 			replicas = append(replicas, s)
-		case n.has("master") && len(n.slots) > 0:
+		case n.Has("master") && len(n.Slots) > 0:
 			masters = append(masters, s)
 		}
 	}
@@ -52,19 +52,19 @@ func (c *Cluster) Replicas() []*Server { _, r := c.roles(); return r }
 // MasterOf returns the master a replica currently replicates.
 func (c *Cluster) MasterOf(replica *Server) *Server {
 	c.t.Helper()
-	ns, err := c.nodes(context.Background(), replica)
+	ns, err := c.proc.ClusterNodes(context.Background(), replica.Addr)
 	if err != nil {
 		c.t.Fatalf("CLUSTER NODES on %s: %v", replica.Addr, err)
 	}
 	var masterID string
 	for _, n := range ns {
-		if n.has("myself") {
-			masterID = n.master
+		if n.Has("myself") {
+			masterID = n.Master
 		}
 	}
 	for _, n := range ns {
-		if n.id == masterID {
-			return c.Node(n.addr)
+		if n.ID == masterID {
+			return c.Node(n.Addr)
 		}
 	}
 	c.t.Fatalf("%s replicates no known master", replica.Addr)
@@ -74,16 +74,16 @@ func (c *Cluster) MasterOf(replica *Server) *Server {
 // SlotOwners returns the master of every slot, as the first node sees it.
 func (c *Cluster) SlotOwners() []*Server {
 	c.t.Helper()
-	ns, err := c.nodes(context.Background(), c.Nodes[0])
+	ns, err := c.proc.ClusterNodes(context.Background(), c.Nodes[0].Addr)
 	if err != nil {
 		c.t.Fatalf("CLUSTER NODES: %v", err)
 	}
 	out := make([]*Server, ClusterSlots)
 	for _, n := range ns {
-		if !n.has("master") {
+		if !n.Has("master") {
 			continue
 		}
-		for _, r := range n.slots {
+		for _, r := range n.Slots {
 			lo, hi, ok := strings.Cut(r, "-")
 			if !ok {
 				hi = lo
@@ -91,7 +91,7 @@ func (c *Cluster) SlotOwners() []*Server {
 			a, _ := strconv.Atoi(lo)
 			b, _ := strconv.Atoi(hi)
 			for sl := a; sl <= b && sl < ClusterSlots; sl++ {
-				out[sl] = c.Node(n.addr)
+				out[sl] = c.Node(n.Addr)
 			}
 		}
 	}
@@ -115,7 +115,7 @@ func (c *Cluster) WaitReplicated() {
 	masters, replicas := c.roles()
 	per := len(replicas) / len(masters)
 	for _, m := range masters {
-		n, err := c.clients[m.Addr].Wait(context.Background(), per, 10*time.Second).Result()
+		n, err := c.NodeClient(m).Wait(context.Background(), per, 10*time.Second).Result()
 		if err != nil || n < int64(per) {
 			c.t.Fatalf("WAIT %d on %s: %d acknowledged, %v", per, m.Addr, n, err)
 		}
@@ -128,12 +128,12 @@ func (c *Cluster) WaitReplicated() {
 func (c *Cluster) Failover(replica *Server, d time.Duration) *Server {
 	c.t.Helper()
 	old := c.MasterOf(replica)
-	if err := c.clients[replica.Addr].ClusterFailover(context.Background()).Err(); err != nil {
+	if err := c.NodeClient(replica).ClusterFailover(context.Background()).Err(); err != nil {
 		c.t.Fatalf("CLUSTER FAILOVER on %s: %v", replica.Addr, err)
 	}
 	deadline := time.Now().Add(d)
 	for {
-		role, err := c.clients[replica.Addr].Do(context.Background(), "ROLE").Slice()
+		role, err := c.NodeClient(replica).Do(context.Background(), "ROLE").Slice()
 		if err == nil && len(role) > 0 && role[0] == "master" {
 			break
 		}

@@ -41,13 +41,17 @@ type changeScenario struct {
 	Frac     float64 `json:"frac"` // of sets written per interval
 	Full     bool    `json:"full"` // every key read every interval
 	Phase    float64 `json:"phase_s"`
-	CPUAlone float64 `json:"cpu_alone"`    // redis-server CPU s/s, application alone
-	CPUWith  float64 `json:"cpu_with"`     // the same with the exporter
-	Writes   int     `json:"writes"`       // application writes per phase
-	KeysRead float64 `json:"keys_read"`    // keys the exporter read in its phase
-	P99Alone float64 `json:"p99_alone_ms"` // the application alone, same writes
-	P99With  float64 `json:"p99_with_ms"`
-	Period   float64 `json:"period_s"` // slot_exporter_sampling_period_seconds at the end
+	CPUAlone float64 `json:"cpu_alone"` // redis-server CPU s/s, application alone
+	CPUWith  float64 `json:"cpu_with"`  // the same with the exporter
+	// The same per redis-server process: a cluster's nodes, in the
+	// order of its addresses.
+	NodesAlone []float64 `json:"nodes_alone"`
+	NodesWith  []float64 `json:"nodes_with"`
+	Writes     int       `json:"writes"`       // application writes per phase
+	KeysRead   float64   `json:"keys_read"`    // keys the exporter read in its phase
+	P99Alone   float64   `json:"p99_alone_ms"` // the application alone, same writes
+	P99With    float64   `json:"p99_with_ms"`
+	Period     float64   `json:"period_s"` // slot_exporter_sampling_period_seconds at the end
 	// Sweeps is how many sweeps ended in the phase; LongestGap the longest
 	// time without one (the phase's start and end count as ends).
 	Sweeps     int     `json:"sweeps"`
@@ -79,7 +83,9 @@ type changesResult struct {
 
 const changeInterval = 5 * time.Second
 
-func changeConfig(addr string, full bool) string {
+// changeConfig is the exporter's config; redis is its redis block
+// (redisTarget.redisBlock).
+func changeConfig(redis []string, full bool) string {
 	t := benchTiming
 	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 	samp := []string{"interval: " + changeInterval.String(), "window: 1m"}
@@ -92,7 +98,7 @@ func changeConfig(addr string, full bool) string {
 		samp = append(samp, "track_changes: false", "redis_cpu_share: 0", "timeout: 5m")
 	}
 	return redisproc.Config{
-		Addr:     addr,
+		Redis:    redis,
 		Sampling: samp,
 		Families: []redisproc.Family{{
 			Name: "streams", Kind: "slotset", Match: keyMatch, User: userPattern, Limit: 3,
@@ -129,11 +135,15 @@ func sweeperFor(yaml string) (*sweep.Sweeper, redis.UniversalClient, error) {
 // so its measured cost per key. An application does not share the
 // exporter's runtime.
 type writer struct {
-	addr string
-	n    int
-	frac float64
-	c    *redis.Client // for write, in the calling process
+	target *redisTarget
+	n      int
+	frac   float64
+	c      redis.UniversalClient // for write, in the calling process
 }
+
+// maxCatchUp is the most batches the application sends at once to make
+// up for ticks it missed.
+const maxCatchUp = 4
 
 // appResult is what the application process prints.
 type appResult struct {
@@ -151,8 +161,9 @@ func (w *writer) run(ctx context.Context) (int, float64, error) {
 		return 0, 0, err
 	}
 	// The child ends at the deadline by itself.
-	cmd := exec.Command(exe, "-role", "app", "-addr", w.addr, "-sets", strconv.Itoa(w.n),
-		"-app-frac", strconv.FormatFloat(w.frac, 'g', -1, 64), "-probe-ms", strconv.FormatInt(time.Until(deadline).Milliseconds(), 10))
+	args := append([]string{"-role", "app", "-sets", strconv.Itoa(w.n), "-app-frac", strconv.FormatFloat(w.frac, 'g', -1, 64),
+		"-probe-ms", strconv.FormatInt(time.Until(deadline).Milliseconds(), 10)}, w.target.args()...)
+	cmd := exec.Command(exe, args...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -182,33 +193,49 @@ func (w *writer) write(ctx context.Context) int {
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	start, sent := time.Now(), 0
 	for {
 		select {
 		case <-ctx.Done():
 			return writes
 		case <-t.C:
 		}
+		// The batches due by now, up to maxCatchUp at once: a ticker
+		// drops the ticks that pass while a pipeline is out, and on a
+		// cluster, where a pipeline waits on every node, a busy machine
+		// wrote two thirds of the sets it should have.
+		due := min(int(time.Since(start)/tick)-sent, maxCatchUp)
+		if due <= 0 {
+			continue
+		}
+		sent += due
 		pipe := w.c.Pipeline()
 		score := float64(time.Now().UnixMilli() + benchTiming.ttl)
-		for range min(100, perInterval) {
+		for range due * min(100, perInterval) {
 			pipe.ZAdd(ctx, keyName(r.IntN(w.n)), redis.Z{Score: score, Member: "hb"})
 		}
 		if _, err := pipe.Exec(ctx); err == nil {
-			writes += min(100, perInterval)
+			writes += due * min(100, perInterval)
 		}
 	}
 }
 
 // workerApp is the application's process: the writes, and a GET or SET
-// every millisecond on a connection of its own (DB 1), for o.probeMS.
+// every millisecond on a connection of its own (to each node of a
+// cluster; DB 1 on a single server), for o.probeMS.
 func workerApp(o *workerOpts) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(o.probeMS)*time.Millisecond)
 	defer cancel()
-	c := redis.NewClient(&redis.Options{Addr: o.addr, ReadTimeout: time.Minute})
+	target, err := newRedisTarget(o)
+	if err != nil {
+		return err
+	}
+	defer target.close()
+	c := target.client()
 	defer c.Close()
 	wrote := make(chan int, 1)
-	go func() { wrote <- (&writer{addr: o.addr, n: o.sets, frac: o.appFrac, c: c}).write(ctx) }()
-	probe := redis.NewClient(&redis.Options{Addr: o.addr, DB: 1, PoolSize: 1})
+	go func() { wrote <- (&writer{target: target, n: o.sets, frac: o.appFrac, c: c}).write(ctx) }()
+	probe := target.probeClient()
 	defer probe.Close()
 	var lat []float64
 	t := time.NewTicker(time.Millisecond)
@@ -267,9 +294,14 @@ func workerChanges(o *workerOpts) error {
 		fracs = append(fracs, v)
 	}
 	phase := time.Duration(o.phase) * time.Second
-	c := redis.NewClient(&redis.Options{Addr: o.addr, ReadTimeout: time.Minute})
+	target, err := newRedisTarget(o)
+	if err != nil {
+		return err
+	}
+	defer target.close()
+	c := target.client()
 	defer c.Close()
-	writerFor := func(f float64) *writer { return &writer{addr: o.addr, n: o.sets, frac: f, c: c} }
+	writerFor := func(f float64) *writer { return &writer{target: target, n: o.sets, frac: f, c: c} }
 
 	// The application alone, at each rate, before any exporter runs.
 	var scen []changeScenario
@@ -283,32 +315,32 @@ func workerChanges(o *workerOpts) error {
 	for i := range scen {
 		sc := &scen[i]
 		actx, cancel := context.WithTimeout(ctx, phase)
-		c0, t0 := procCPU(o.redisPID), time.Now()
+		c0 := target.cpu()
 		var err error
 		sc.Writes, sc.P99Alone, err = writerFor(sc.Frac).run(actx)
 		cancel()
 		if err != nil {
 			return err
 		}
-		sc.CPUAlone = (procCPU(o.redisPID) - c0).Seconds() / time.Since(t0).Seconds()
+		sc.CPUAlone, sc.NodesAlone = target.cpuRate(c0)
 	}
 
 	// One exporter per mode, running as the binary runs it (Start), with
 	// the application writing at each rate in turn.
 	runMode := func(fullRead bool, idx []int) error {
-		s, client, err := sweeperFor(changeConfig(o.addr, fullRead))
+		s, client, err := sweeperFor(changeConfig(target.redisBlock(), fullRead))
 		if err != nil {
 			return err
 		}
 		defer client.Close()
-		c0, t0 := procCPU(o.redisPID), time.Now()
+		c0 := target.cpu()
 		s.Start()
 		defer s.Stop()
 		for s.Snapshot().Families[0].LastSuccess.IsZero() {
 			time.Sleep(50 * time.Millisecond)
 		}
-		first := time.Since(t0).Seconds()
-		firstShare := (procCPU(o.redisPID) - c0).Seconds() / first
+		first := time.Since(c0.at).Seconds()
+		firstShare, _ := target.cpuRate(c0)
 		if o.cpuprofile != "" && !fullRead {
 			f, err := os.Create(o.cpuprofile)
 			if err != nil {
@@ -326,12 +358,12 @@ func workerChanges(o *workerOpts) error {
 			w := writerFor(sc.Frac)
 			// Keys read are ZRANGE calls (the application only writes):
 			// counted by Redis as they happen, not when a sweep ends.
-			cs0, err := commandStats(ctx, c)
+			cs0, err := target.commandStats(ctx)
 			if err != nil {
 				return err
 			}
 			actx, cancel := context.WithTimeout(ctx, phase)
-			c0, ts := procCPU(o.redisPID), time.Now()
+			c0 := target.cpu()
 			ended := watchSweeps(actx, s)
 			_, sc.P99With, err = w.run(actx)
 			cancel()
@@ -339,8 +371,8 @@ func workerChanges(o *workerOpts) error {
 			if err != nil {
 				return err
 			}
-			sc.CPUWith = (procCPU(o.redisPID) - c0).Seconds() / time.Since(ts).Seconds()
-			cs1, err := commandStats(ctx, c)
+			sc.CPUWith, sc.NodesWith = target.cpuRate(c0)
+			cs1, err := target.commandStats(ctx)
 			if err != nil {
 				return err
 			}
@@ -367,7 +399,7 @@ func workerChanges(o *workerOpts) error {
 				time.Sleep(50 * time.Millisecond)
 			}
 			got := gaugeFigures(s.Snapshot().Families[0])
-			ref, rc, err := sweeperFor(changeConfig(o.addr, true))
+			ref, rc, err := sweeperFor(changeConfig(target.redisBlock(), true))
 			if err != nil {
 				return err
 			}

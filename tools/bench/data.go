@@ -186,18 +186,64 @@ var pipeReplies = regexp.MustCompile(`errors: (\d+), replies: (\d+)`)
 
 // load writes sets [from, to) with redis-cli --pipe, the fastest way in.
 func load(addr string, g *gen, from, to int) (loadStats, time.Duration, error) {
+	return loadTo([]string{addr}, func(string) int { return 0 }, g, from, to)
+}
+
+// loadTo writes sets [from, to) like load, each to the server owner names
+// (an index of addrs): one redis-cli --pipe per server, all at once. A
+// cluster's keys go to the node that owns their slot, since --pipe follows
+// no redirection. The sets are the same whatever the servers: one
+// generator makes them in order.
+func loadTo(addrs []string, owner func(key string) int, g *gen, from, to int) (loadStats, time.Duration, error) {
 	var st loadStats
 	start := time.Now()
-	err := pipeRESP(addr, func(w io.Writer) error {
-		for i := from; i < to; i++ {
-			g.buf = g.buf[:0]
-			g.set(keyName(i), &st)
-			if _, err := w.Write(g.buf); err != nil {
-				return err
+	feeds := make([]chan []byte, len(addrs))
+	errs := make(chan error, len(addrs))
+	for i, addr := range addrs {
+		feed := make(chan []byte, 16)
+		feeds[i] = feed
+		go func() {
+			err := pipeRESP(addr, func(w io.Writer) error {
+				for b := range feed {
+					if _, err := w.Write(b); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			// Whatever is left, so that the generator never blocks on a
+			// server that failed.
+			for range feed {
 			}
+			errs <- err
+		}()
+	}
+	// Commands go out in chunks of 64 KiB a server.
+	const chunk = 64 << 10
+	bufs := make([][]byte, len(addrs))
+	for i := from; i < to; i++ {
+		key := keyName(i)
+		g.buf = g.buf[:0]
+		g.set(key, &st)
+		n := owner(key)
+		bufs[n] = append(bufs[n], g.buf...)
+		if len(bufs[n]) >= chunk {
+			feeds[n] <- bufs[n]
+			bufs[n] = make([]byte, 0, chunk+1024)
 		}
-		return nil
-	})
+	}
+	for n, feed := range feeds {
+		if len(bufs[n]) > 0 {
+			feed <- bufs[n]
+		}
+		close(feed)
+	}
+	var err error
+	for range addrs {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
 	return st, time.Since(start), err
 }
 

@@ -162,6 +162,7 @@ type sizeResult struct {
 
 type report struct {
 	Changes *changesResult
+	Cluster *clusterResult
 	Outside *outsideResult
 	Peer    *peerResult
 	Opts    *opts
@@ -194,6 +195,11 @@ func run(ctx context.Context, o *opts) (*report, error) {
 			rep.Changes = ch
 		}
 	}
+	cl, err := runClusterChanges(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("change-driven run on a cluster: %w", err)
+	}
+	rep.Cluster = cl
 	if o.outsideRate > 0 {
 		n := slices.Max(o.sizes)
 		log.Printf("outside measurement: the exporter binary at %d sets, the application writing %d sets/s", n, o.outsideRate)

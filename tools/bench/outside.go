@@ -93,7 +93,7 @@ func measureOutside(ctx context.Context, res *outsideResult, phase time.Duration
 	// The writer spreads a share of the sets over each changeInterval; at
 	// that share it writes perSecond sets a second.
 	frac := float64(res.Rate) * changeInterval.Seconds() / float64(res.Sets)
-	app := &writer{addr: s.Addr, n: res.Sets, frac: frac, c: admin}
+	app := &writer{target: &redisTarget{addrs: []string{s.Addr}, pids: []int{s.PID()}}, n: res.Sets, frac: frac, c: admin}
 
 	// The application alone, in a process of its own (writer.run).
 	res.Alone, err = outsidePhaseRun(ctx, s, app, phase, nil)

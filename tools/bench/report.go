@@ -228,6 +228,7 @@ func (rep *report) markdown() string {
 	p("\nA scrape only reads the snapshot of the last sweep; the top-500 selection happens at the end of each sweep, so its cost is in the sweep time above, not here.\n\n")
 
 	rep.changesSection(p)
+	rep.clusterSection(p)
 	rep.outsideSection(p)
 	rep.peerSection(p)
 	if c := rep.Churn; c != nil {
@@ -284,6 +285,7 @@ func (rep *report) targets(p func(string, ...any)) {
 			verdict(x.Median <= 0.05, fmt.Sprintf("%.0f%% over", (x.Median/0.05-1)*100)))
 	}
 	rep.changeTargets(p)
+	rep.clusterTargets(p)
 	rep.outsideTargets(p)
 	if c := rep.Churn; c != nil {
 		base, last, peak := c.flat()

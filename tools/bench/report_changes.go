@@ -75,7 +75,6 @@ func (rep *report) changeTargets(p func(string, ...any)) {
 			verdict(sc.FirstRead <= 40, fmt.Sprintf("%.0f%% over. 40 s at a tenth of a core needs 4 µs of Redis time a key. Paced, a key costs Redis more than in an unpaced deep pipeline (docs/design.md, Protecting Redis), whatever the batch (40, 100 or 1000 keys measured the same); `go test -bench FirstPicture ./internal/sweep -args -first-picture-unpaced` gives the unpaced cost on the same machine", (sc.FirstRead/40-1)*100)))
 		break
 	}
-	p("| the change-driven phases on Redis Cluster, equal to a full read through a reshard, a failover and a node added | equality: `TestClusterChangesSameAsFullRead` (every `make test`), with tracking on for a cluster; cost: not run here | **missed**: `make bench` has no cluster phase yet, so the cluster's share of a core, p99 and memory at 1M keys are not measured |\n")
 }
 
 func (rep *report) changesN() int {
@@ -88,23 +87,37 @@ func (rep *report) changesSection(p func(string, ...any)) {
 		return
 	}
 	p("## Reading what changed: Redis CPU, keys read, application latency\n\n")
-	p("%d slot sets on a fresh server. An application writes a share of the sets every %s (`ZADD key <now + ttl> hb` on random sets, in batches of 100 spread over the interval) while a probe sends a GET or SET every millisecond on a connection of its own (DB 1); the application, writes and probe, is a process of its own, apart from the exporter's. Each situation has two phases of %d s: the application alone, then the application with the exporter running as the binary runs it (`Start`, sampling.interval %s). The exporter's share is redis-server's CPU rate with it minus without it (from /proc). p99 alone is the probe's in the phase without the exporter (same writes). Keys read are the ZRANGE calls Redis counted during the phase (the application only writes), sets written its ZADDs; keys read include the slow reconciliation's share of every key (each key about every full_scan_interval). A sweep reads every set written since the one before, so when the reads fall short of the sets written the sweeps take longer than the interval: the sweeps that ended in the phase and the longest gap between two say by how much, and slot_exporter_sampling_period_seconds (its value at the end of the phase is the last column of the pair) is the exporter's own account of it. After each phase the writes pause, the exporter's next sweep is compared, gauge by gauge, with a full read by a fresh exporter. The full read runs with `track_changes: false` and no pace, as every sweep did before.\n\n",
-		rep.changesN(), changeInterval, rep.Opts.phase, changeInterval)
+	p("%d slot sets on a fresh server. An application writes a share of the sets every %s (`ZADD key <now + ttl> hb` on random sets, in batches of 100 spread over the interval; ticks missed while a pipeline was out are made up, up to %d batches at once) while a probe sends a GET or SET every millisecond on a connection of its own (DB 1); the application, writes and probe, is a process of its own, apart from the exporter's. Each situation has two phases of %d s: the application alone, then the application with the exporter running as the binary runs it (`Start`, sampling.interval %s). The exporter's share is redis-server's CPU rate with it minus without it (from /proc). p99 alone is the probe's in the phase without the exporter (same writes). Keys read are the ZRANGE calls Redis counted during the phase (the application only writes), sets written its ZADDs; keys read include the slow reconciliation's share of every key (each key about every full_scan_interval). A sweep reads every set written since the one before, so when the reads fall short of the sets written the sweeps take longer than the interval: the sweeps that ended in the phase and the longest gap between two say by how much, and slot_exporter_sampling_period_seconds (its value at the end of the phase is the last column of the pair) is the exporter's own account of it. After each phase the writes pause, the exporter's next sweep is compared, gauge by gauge, with a full read by a fresh exporter. The full read runs with `track_changes: false` and no pace, as every sweep did before.\n\n",
+		rep.changesN(), changeInterval, maxCatchUp, rep.Opts.phase, changeInterval)
+	changeTable(p, ch.Scenarios)
+	p("\n\nWhere the exporter's share went: Redis's own time inside each of the exporter's commands (INFO commandstats over the phase, as a share of a core, with calls per second; socket reads and writes, and sending invalidations, are not in it, which is why the total is below the share measured from /proc):\n\n")
+	changeCommandShares(p, ch.Scenarios)
+	p("\n\nHeap is the live heap after two forced GCs at the end of each phase, taken before the exactness check builds its reference exporter in the same process. The change-driven rows run first, in one exporter; the full read runs after them, so its RSS includes what they left to the Go runtime, which returns memory to the OS only lazily.\n\n")
+	p("The first full read is paced like every read (10%% of a core by default, from an assumed 8 µs a key until INFO cpu has measured the real cost), with the default sampling.timeout of 30 s: a sweep cut off there goes on from where it stopped. It takes tens of seconds at 1M sets, and the sampling period says so while it runs.\n\n")
+}
+
+// changeTable is the change-driven run's table, one row a situation, and
+// the figures that differed from a full read.
+func changeTable(p func(string, ...any), scens []changeScenario) {
 	p("| situation | Redis CPU, application alone | with the exporter | exporter's share of a core | sets written per interval | keys read/s | keys read per interval | sweeps ended (longest gap) | sampling period at the end | p99 alone | p99 with the exporter | first full read | gauges compared | differing | heap | RSS |\n")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, sc := range ch.Scenarios {
+	for _, sc := range scens {
 		p("| %s | %.1f%% | %.1f%% | %.1f%% | %.0f | %.0f | %.0f | %d (%s) | %s | %.2f ms | %.2f ms | %s | %d | %d | %s | %s |\n", sc.Name,
 			sc.CPUAlone*100, sc.CPUWith*100, max(sc.CPUWith-sc.CPUAlone, 0)*100, float64(sc.Written)/sc.Phase*changeInterval.Seconds(), sc.KeysRead/sc.Phase,
 			sc.KeysRead/sc.Phase*changeInterval.Seconds(), sc.Sweeps, secs(sc.LongestGap), secs(sc.Period), sc.P99Alone, sc.P99With, secs(sc.FirstRead),
 			sc.Compared, len(sc.Mismatches), mb(sc.Heap), mb(sc.RSS))
 	}
-	for _, sc := range ch.Scenarios {
+	for _, sc := range scens {
 		for _, m := range sc.Mismatches {
 			p("\n- %s: %s", sc.Name, m)
 		}
 	}
-	p("\n\nWhere the exporter's share went: Redis's own time inside each of the exporter's commands (INFO commandstats over the phase, as a share of a core, with calls per second; socket reads and writes, and sending invalidations, are not in it, which is why the total is below the share measured from /proc):\n\n")
-	for _, sc := range ch.Scenarios {
+}
+
+// changeCommandShares says, per situation, what Redis spent inside each of
+// the exporter's commands.
+func changeCommandShares(p func(string, ...any), scens []changeScenario) {
+	for _, sc := range scens {
 		if len(sc.Commands) == 0 {
 			continue
 		}
@@ -122,6 +135,4 @@ func (rep *report) changesSection(p func(string, ...any)) {
 		}
 		p("- %s: %.1f%% in all; %s\n", sc.Name, total*100, strings.Join(parts, ", "))
 	}
-	p("\n\nHeap is the live heap after two forced GCs at the end of each phase, taken before the exactness check builds its reference exporter in the same process. The change-driven rows run first, in one exporter; the full read runs after them, so its RSS includes what they left to the Go runtime, which returns memory to the OS only lazily.\n\n")
-	p("The first full read is paced like every read (10%% of a core by default, from an assumed 8 µs a key until INFO cpu has measured the real cost), with the default sampling.timeout of 30 s: a sweep cut off there goes on from where it stopped. It takes tens of seconds at 1M sets, and the sampling period says so while it runs.\n\n")
 }
