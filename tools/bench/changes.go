@@ -86,8 +86,6 @@ const changeInterval = 5 * time.Second
 // changeConfig is the exporter's config; redis is its redis block
 // (redisTarget.redisBlock).
 func changeConfig(redis []string, full bool) string {
-	t := benchTiming
-	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 	samp := []string{"interval: " + changeInterval.String(), "window: 1m"}
 	// Otherwise the defaults: track_changes on, the pace at 10% of a core,
 	// sampling.timeout 30s (the first read goes on across its cut-offs).
@@ -100,11 +98,7 @@ func changeConfig(redis []string, full bool) string {
 	return redisproc.Config{
 		Redis:    redis,
 		Sampling: samp,
-		Families: []redisproc.Family{{
-			Name: "streams", Kind: "slotset", Match: keyMatch, User: userPattern, Limit: 3,
-			TTL: ms(t.ttl), Heartbeat: ms(t.hb), MaxHold: ms(t.maxHold),
-			Extra: []string{"stale_after: " + ms(t.stale).String()},
-		}},
+		Families: []redisproc.Family{benchFamily(benchTiming)},
 	}.YAML()
 }
 

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
 )
 
 // Key names are what redis-benchmark makes of "joishi:streams:{__rand_int__}"
@@ -287,4 +289,15 @@ func splitAddr(addr string) (string, string) {
 		}
 	}
 	return addr, "6379"
+}
+
+// benchFamily is the slot-set family over the bench's keys, at timings t:
+// every exporter the bench runs reads it.
+func benchFamily(t timing) redisproc.Family {
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	return redisproc.Family{
+		Name: "streams", Kind: "slotset", Match: keyMatch, User: userPattern, Limit: 3,
+		TTL: ms(t.ttl), Heartbeat: ms(t.hb), MaxHold: ms(t.maxHold),
+		Extra: []string{"stale_after: " + ms(t.stale).String()},
+	}
 }

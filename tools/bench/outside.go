@@ -215,15 +215,9 @@ func outsidePhaseRun(ctx context.Context, s *server, app *writer, d time.Duratio
 // outsideConfig is the family the bench loads, and nothing else: every
 // sampling setting is the default a user gets.
 func outsideConfig(addr string) string {
-	t := benchTiming
-	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 	return redisproc.Config{
-		Addr: addr,
-		Families: []redisproc.Family{{
-			Name: "streams", Kind: "slotset", Match: keyMatch, User: userPattern, Limit: 3,
-			TTL: ms(t.ttl), Heartbeat: ms(t.hb), MaxHold: ms(t.maxHold),
-			Extra: []string{"stale_after: " + ms(t.stale).String()},
-		}},
+		Addr:     addr,
+		Families: []redisproc.Family{benchFamily(benchTiming)},
 	}.YAML()
 }
 

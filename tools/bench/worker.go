@@ -61,7 +61,6 @@ type workerOpts struct {
 }
 
 func benchConfig(addr string, budget int, t timing) string {
-	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 	return redisproc.Config{
 		Addr: addr,
 		Sampling: []string{"interval: " + t.interval.String(), "timeout: 5m", "window: " + t.window.String(),
@@ -69,11 +68,7 @@ func benchConfig(addr string, budget int, t timing) string {
 			// The full read, unpaced: the figures compared with the Redis
 			// floor and with earlier BENCH.md runs.
 			"track_changes: false", "redis_cpu_share: 0"},
-		Families: []redisproc.Family{{
-			Name: "streams", Kind: "slotset", Match: keyMatch, User: userPattern, Limit: 3,
-			TTL: ms(t.ttl), Heartbeat: ms(t.hb), MaxHold: ms(t.maxHold),
-			Extra: []string{"stale_after: " + ms(t.stale).String()},
-		}},
+		Families: []redisproc.Family{benchFamily(t)},
 	}.YAML()
 }
 
