@@ -75,6 +75,15 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 	for k := range st.volatile {
 		run.volatile = append(run.volatile, k)
 	}
+	if len(st.volatile) > 0 {
+		// A key read every sweep is not read again as changed (nor by
+		// the reconciliation, readChanged): on one server the reads of
+		// a sweep overlap in nothing, and the sweep needs no set of
+		// every key it applies to find the keys it read twice.
+		for addr, keys := range changed {
+			changed[addr] = slices.DeleteFunc(keys, func(k string) bool { _, ok := st.volatile[k]; return ok })
+		}
+	}
 	if fs := f.sampling.FullScanInterval; fs > 0 {
 		// The slow reconciliation: a share of every key per sweep, so
 		// that each is read again about every full_scan_interval.
@@ -124,6 +133,9 @@ func (f *family) readChanged(ctx context.Context, run *sweepRun, n topology.Node
 		}
 		for _, k := range keys {
 			delete(unnamed, k) // named by the feed already
+		}
+		for _, k := range run.volatile {
+			delete(unnamed, k) // read every sweep
 		}
 		keys = slices.Grow(keys, len(unnamed))
 		for _, k := range scanned {
