@@ -38,7 +38,10 @@ type slotSet struct {
 	// replayed from the member table, which keeps every member's score
 	// under the low half of its key's hash; held is keyed by that half.
 	held keytable.Table[slotHeld]
-	gen  uint32
+	// replayUsed is Replay's count of holding members per held key, by
+	// entry number: only while Replay runs (4 bytes a key), not in
+	// every entry between sweeps.
+	replayUsed []uint32
 	// unreplayable: slot identities of members read from a key whose low
 	// half is held for another key (about a hundred pairs among a million
 	// keys). Such a key is not held, so it is read every sweep; its
@@ -50,22 +53,25 @@ type slotSet struct {
 	found  []int
 }
 
-// slotHeld is 32 bytes without pointers: at a million keys the held
-// table is not scanned by the garbage collector.
+// slotHeld is 24 bytes without pointers (32 in the table; it was 40
+// with the sweep's generation and Replay's count in it, 8 MB more at a
+// million keys): at a million keys the held table is not scanned by the
+// garbage collector.
 type slotHeld struct {
 	user   uint64
 	expiry int64  // Redis ms; -1 none
 	hi     uint32 // the high half of the key's hash
-	gen    uint32
-	// Replay's tallies for the key.
-	used   uint32
-	flags  uint8
-	replay uint8
+	bits   uint8
+	flags  uint8 // Replay's anomaly flags for the key
 }
 
-// replay's bits.
+// slotHeld's bits.
 const (
-	replaying = 1 << iota
+	// heldSeen: applied or replayed in this sweep. Begin clears it on
+	// every entry, so that a failed sweep's keys are not taken for
+	// applied by the next one.
+	heldSeen = 1 << iota
+	replaying
 	replayedEarly
 )
 
@@ -134,7 +140,10 @@ func (t *slotSet) Limits() track.Limits {
 func (t *slotSet) Begin(sw *Sweep) redisread.Reads {
 	t.bounds = t.rules.Bounds(sw.Now)
 	t.cur = slotSetGauges{}
-	t.gen++
+	for i := range t.held.Len() {
+		_, e := t.held.At(i)
+		e.bits = 0
+	}
 	t.members.Begin()
 	return &redisread.ZSetReads{MaxMembers: t.maxMembers, Edges: redisread.Edges(t.bounds)}
 }
@@ -153,7 +162,7 @@ func (t *slotSet) Apply(sw *Sweep, k Key) {
 		lo, hi := heldKey(k.Hash)
 		shared := t.held.Find(lo) >= 0
 		if !shared {
-			*t.held.Put(lo) = slotHeld{user: k.UserHash, expiry: expiryOf(k.Read.PTTL, sw.Now), hi: hi, gen: t.gen}
+			*t.held.Put(lo) = slotHeld{user: k.UserHash, expiry: expiryOf(k.Read.PTTL, sw.Now), hi: hi, bits: heldSeen}
 		}
 		if shared || len(t.unreplayable) > 0 {
 			for _, m := range k.Read.Members {
@@ -180,7 +189,7 @@ func (t *slotSet) Replay(sw *Sweep) int {
 	n := 0
 	for i := 0; i < t.held.Len(); i++ {
 		lo, e := t.held.At(i)
-		if e.gen == t.gen {
+		if e.bits&heldSeen != 0 {
 			continue
 		}
 		if _, ok := sw.Carry[uint32(lo)]; ok {
@@ -191,27 +200,29 @@ func (t *slotSet) Replay(sw *Sweep) int {
 			i--
 			continue
 		}
-		e.gen, e.used, e.flags, e.replay = t.gen, 0, 0, replaying
+		e.bits, e.flags = heldSeen|replaying, 0
 		n++
 	}
 	if n == 0 {
 		return 0
 	}
+	t.replayUsed = make([]uint32, t.held.Len())
 	t.members.Replay(sw.Now, &t.bounds, &t.rules, t.replayMembers)
 	for i := range t.held.Len() {
 		_, e := t.held.At(i)
-		if e.replay == 0 {
+		if e.bits&replaying == 0 {
 			continue
 		}
 		switch {
 		case e.expiry < 0:
 			t.cur.withoutTTL++
-		case e.replay&replayedEarly != 0:
+		case e.bits&replayedEarly != 0:
 			t.cur.expiringEarly++
 		}
-		sw.Floor.Add(e.user, "", int64(e.used), e.flags)
-		e.replay = 0
+		sw.Floor.Add(e.user, "", int64(t.replayUsed[i]), e.flags)
+		e.bits &^= replaying | replayedEarly
 	}
+	t.replayUsed = nil
 	return n
 }
 
@@ -229,7 +240,7 @@ func (t *slotSet) replayMembers(ms []track.Replayed) {
 			continue
 		}
 		_, e := t.held.At(t.found[i])
-		if e.replay&replaying == 0 {
+		if e.bits&replaying == 0 {
 			continue
 		}
 		if _, ok := t.unreplayable[m.Slot]; ok {
@@ -239,11 +250,11 @@ func (t *slotSet) replayMembers(ms []track.Replayed) {
 		t.cur.members[m.State]++
 		e.flags |= m.State.Anomaly()
 		if m.State.Holding() {
-			e.used++
+			t.replayUsed[t.found[i]]++
 			// As apply's check on the newest score: the key expires
 			// before this member would, by more than the skew.
 			if m.State != track.StateFuture && e.expiry >= 0 && float64(e.expiry)+t.rules.Skew < t.rules.Expiry(m.Score) {
-				e.replay |= replayedEarly
+				e.bits |= replayedEarly
 			}
 		}
 	}
@@ -314,7 +325,7 @@ func (t *slotSet) End(sw *Sweep, lost, deferEnds bool) Ended {
 	t.last = t.cur
 	for i := 0; i < t.held.Len(); i++ {
 		lo, e := t.held.At(i)
-		if e.gen == t.gen {
+		if e.bits&heldSeen != 0 {
 			continue
 		}
 		if _, ok := sw.Carry[uint32(lo)]; !ok {

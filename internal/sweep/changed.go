@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
@@ -74,6 +75,15 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 	for k := range st.volatile {
 		run.volatile = append(run.volatile, k)
 	}
+	if len(st.volatile) > 0 {
+		// A key read every sweep is not read again as changed (nor by
+		// the reconciliation, readChanged): on one server the reads of
+		// a sweep overlap in nothing, and the sweep needs no set of
+		// every key it applies to find the keys it read twice.
+		for addr, keys := range changed {
+			changed[addr] = slices.DeleteFunc(keys, func(k string) bool { _, ok := st.volatile[k]; return ok })
+		}
+	}
 	if fs := f.sampling.FullScanInterval; fs > 0 {
 		// The slow reconciliation: a share of every key per sweep, so
 		// that each is read again about every full_scan_interval.
@@ -94,13 +104,14 @@ func (f *family) readChanged(ctx context.Context, run *sweepRun, n topology.Node
 	keys, listed := run.changed[n.Addr], run.reconciled[n.Addr]
 	run.cursorMu.Unlock()
 	if run.quota > 0 && !listed {
-		seen := make(map[string]struct{}, len(keys))
-		for _, k := range keys {
-			seen[k] = struct{}{}
-		}
 		run.cursorMu.Lock()
 		cursor := st.cursor[n.Addr]
 		run.cursorMu.Unlock()
+		// The reconciliation's keys are a few thousand, the changed keys
+		// up to every key: a set of the former, not of the latter (a
+		// million names were 20 MB of it).
+		var scanned []string
+		unnamed := map[string]struct{}{}
 		got := 0
 		for got < run.quota {
 			count := int64(min(f.sampling.ScanCount, max(run.quota-got, 10)))
@@ -109,15 +120,27 @@ func (f *family) readChanged(ctx context.Context, run *sweepRun, n topology.Node
 				return fmt.Errorf("SCAN: %w", err)
 			}
 			for _, k := range page {
-				if _, dup := seen[k]; !dup {
-					seen[k] = struct{}{}
-					keys = append(keys, k)
+				if _, dup := unnamed[k]; !dup {
+					unnamed[k] = struct{}{}
+					scanned = append(scanned, k)
 				}
 			}
 			got += len(page)
 			cursor = next
 			if next == 0 {
 				break
+			}
+		}
+		for _, k := range keys {
+			delete(unnamed, k) // named by the feed already
+		}
+		for _, k := range run.volatile {
+			delete(unnamed, k) // read every sweep
+		}
+		keys = slices.Grow(keys, len(unnamed))
+		for _, k := range scanned {
+			if _, ok := unnamed[k]; ok {
+				keys = append(keys, k)
 			}
 		}
 		run.cursorMu.Lock()

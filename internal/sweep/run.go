@@ -27,7 +27,7 @@ type sweepRun struct {
 	reads    redisread.Reads
 	plan     *redisread.Plan
 	sets     int
-	seenKeys map[uint64]struct{} // only with several nodes
+	seenKeys map[uint64]struct{} // only with several nodes, or a cluster
 	// moved are keys a node redirected: they changed nodes mid-sweep and
 	// are read again through the cluster (rereadMoved).
 	moved     []string
@@ -145,11 +145,11 @@ func (f *family) begin(ctx context.Context) (*sweepRun, []topology.Node, error) 
 	// paced sweep takes to reach a key.
 	run.plan.Now, run.plan.Start = run.Now, mid
 	st.floor.Begin()
-	if run.changed != nil && run.seenKeys == nil {
-		// Keys named by the feed, re-read as volatile and met by the
-		// reconciliation can overlap.
-		run.seenKeys = make(map[uint64]struct{})
-	}
+	// A sweep of what changed on one server reads no key twice: its plan
+	// keeps the keys named by the feed, the keys read every sweep and
+	// the reconciliation's apart (changed.go). A set of every key it
+	// applied took 27-38 bytes a key while it ran (a Go map of 700k and
+	// 1M hashes, measured alone: 18.9 and 37.7 MB).
 	return run, nodes, nil
 }
 

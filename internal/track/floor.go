@@ -36,7 +36,15 @@ type FloorAggregates struct {
 // non-zero sweeps began. Users with nothing left to report are forgotten.
 type FloorTracker struct {
 	users keytable.Table[userRec]
-	names nameArena
+	// pendUsed and pendFlags are what the sweep in flight added up for
+	// each record, by record number (records are only appended between
+	// Begin and Commit): its used value, and its anomaly flags with
+	// pendAdded and pendRestart. Begin makes them anew and Commit drops
+	// them, so that a failed sweep leaves no trace and none are held
+	// between sweeps.
+	pendUsed  []int64
+	pendFlags []uint16
+	names     nameArena
 	// long holds the names of longName bytes or more, by user hash.
 	long map[uint64]string
 	// more holds the window samples after the head, by user hash: a
@@ -67,6 +75,24 @@ func (f *FloorTracker) Begin() {
 	if f.gen == 0 {
 		f.gen = 1
 	}
+	// Nearly every user is added in every sweep.
+	n := f.users.Len()
+	f.pendUsed, f.pendFlags = make([]int64, n, n+n/16), make([]uint16, n, n+n/16)
+}
+
+// pending returns record i's values in this sweep, as pendUsed and
+// pendFlags hold them.
+func (f *FloorTracker) pending(i int) (int64, uint16) {
+	if i < len(f.pendFlags) {
+		return f.pendUsed[i], f.pendFlags[i]
+	}
+	return 0, 0
+}
+
+// added reports whether record i was added in this sweep.
+func (f *FloorTracker) added(i int) bool {
+	_, fl := f.pending(i)
+	return fl&pendAdded != 0
 }
 
 func (f *FloorTracker) timeOf(g uint32) int64 {
@@ -103,34 +129,33 @@ func (f *FloorTracker) Add(h uint64, name string, used int64, flags uint8) {
 	f.add(h, name, used, flags)
 }
 
-func (f *FloorTracker) add(h uint64, name string, used int64, flags uint8) *userRec {
+// add returns the user's record number, or -1 for an unknown user
+// without a name.
+func (f *FloorTracker) add(h uint64, name string, used int64, flags uint8) int {
 	i := f.users.Find(h)
 	if i < 0 {
 		if name == "" && used == 0 && flags == 0 {
-			return nil
+			return -1
 		}
 		i = f.users.Add(h)
 		_, u := f.users.At(i)
 		f.setName(h, u, name)
 	}
-	_, u := f.users.At(i)
-	if u.pgen != f.gen {
-		u.pgen = f.gen
-		u.pending = 0
-		u.pflags = 0
-		u.bits &^= recRestart
+	if n := i + 1; n > len(f.pendFlags) {
+		f.pendUsed = append(f.pendUsed, make([]int64, n-len(f.pendUsed))...)
+		f.pendFlags = append(f.pendFlags, make([]uint16, n-len(f.pendFlags))...)
 	}
-	u.pending += used
-	u.pflags |= flags
-	return u
+	f.pendUsed[i] += used
+	f.pendFlags[i] |= uint16(flags) | pendAdded
+	return i
 }
 
 // Restarted records that a user's used went back to its baseline in this
 // sweep without being seen at 0, as a fixed-window rate counter does when
 // its window restarts between two sweeps: the floor run starts over.
 func (f *FloorTracker) Restarted(h uint64, name string) {
-	if u := f.add(h, name, 0, 0); u != nil {
-		u.bits |= recRestart
+	if i := f.add(h, name, 0, 0); i >= 0 {
+		f.pendFlags[i] |= pendRestart
 	}
 }
 
@@ -138,11 +163,11 @@ func (f *FloorTracker) Restarted(h uint64, name string) {
 // this one when its key could not be read: reading it as 0 would restart
 // the user's floor age.
 func (f *FloorTracker) Keep(h uint64, name string) {
-	u := f.users.Get(h)
-	if u == nil {
+	i := f.users.Find(h)
+	if i < 0 {
 		return
 	}
-	if u.pgen != f.gen {
+	if _, u := f.users.At(i); !f.added(i) {
 		f.add(h, name, u.used, u.flags&^AnomalyOverLimit)
 	}
 }
@@ -151,7 +176,7 @@ func (f *FloorTracker) Keep(h uint64, name string) {
 // not seen in it.
 func (f *FloorTracker) KeepUnseen() {
 	for i := range f.users.Len() {
-		if h, u := f.users.At(i); u.pgen != f.gen {
+		if h, u := f.users.At(i); !f.added(i) {
 			f.add(h, "", u.used, u.flags&^AnomalyOverLimit)
 		}
 	}
@@ -181,8 +206,8 @@ func (f *FloorTracker) Commit(now, window, floorWindow int64, lim Limits) FloorA
 	for i := 0; i < f.users.Len(); i++ {
 		h, u := f.users.At(i)
 		used, flags, restart := int64(0), uint8(0), false
-		if u.pgen == f.gen {
-			used, flags, restart = u.pending, u.pflags, u.bits&recRestart != 0
+		if p, fl := f.pending(i); fl&pendAdded != 0 {
+			used, flags, restart = p, uint8(fl), fl&pendRestart != 0
 		}
 		if lim.Limit > 0 && used > lim.Limit && lim.OverLimitIsAnomaly {
 			flags |= AnomalyOverLimit
@@ -217,6 +242,7 @@ func (f *FloorTracker) Commit(now, window, floorWindow int64, lim Limits) FloorA
 			a.FloorNonzero++
 		}
 	}
+	f.pendUsed, f.pendFlags = nil, nil
 	f.pruneTimes()
 	if f.names.wasteful() {
 		f.compactNames()
@@ -274,8 +300,14 @@ func (f *FloorTracker) slide(h uint64, u *userRec, used, now, window int64) {
 	}
 }
 
-// forget drops record i; the last record takes its place.
+// forget drops record i; the last record takes its place, with its
+// values of the sweep in flight.
 func (f *FloorTracker) forget(i int) {
+	if last := f.users.Len() - 1; i < len(f.pendFlags) {
+		f.pendUsed[i], f.pendFlags[i] = f.pending(last)
+		n := min(last, len(f.pendFlags))
+		f.pendUsed, f.pendFlags = f.pendUsed[:n], f.pendFlags[:n]
+	}
 	h, u := f.users.At(i)
 	if u.bits&recLongName != 0 {
 		delete(f.long, h)
