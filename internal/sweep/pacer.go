@@ -38,7 +38,7 @@ import (
 //
 // The share is of one core in all, as sampling.redis_cpu_share says: in a
 // cluster the CPU of every node read is summed, so n masters share the
-// tenth between them (`make bench`, 3 masters: 3.1% each, 9.3% in all).
+// tenth between them (`make bench`, 3 masters: 2.2% each, 6.6% in all).
 // A share per node would read n times faster; it would also let one hot
 // node take more than its tenth, which the sum does not see.
 type cpuPacer struct {
