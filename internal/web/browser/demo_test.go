@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -118,33 +117,28 @@ func TestBrowserDemoRelease(t *testing.T) {
 	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}}); err != nil {
 		t.Fatal(err)
 	}
-	// u-micros holds a score written in microseconds, a member no holder
-	// can ever refresh: the demo keeps it there, from its first second on.
-	// Ready is the exporter's word, not the demo traffic's: on a busy
-	// machine the browser got to the page before the key was written, the
-	// preview found no key, and the test waited out its deadline. The
-	// user page (read-only, no login, nothing audited) reads Redis live:
-	// it names the member once the demo has written it.
-	exportertest.WaitFor(t, time.Minute, "the demo's u-micros member on its user page", func() bool {
-		resp, err := http.Get(base + "/leaks/streams/u-micros")
+	// The demo loses its data 35 s in (a simulated restart), and on a busy
+	// machine the browser can still be on its way then: the user page shows
+	// no member until the demo writes it again a second later, and a
+	// release previewed before the loss is refused, rightly, since the key
+	// changed under it. Either is the demo keeping its word, so the person
+	// starts over; a refusal with no data loss in between fails the test.
+	losses := func() int {
+		return strings.Count(logs.String(), "demo: simulated a Redis restart") + strings.Count(logs.String(), "demo: simulated a FLUSHALL")
+	}
+	for attempt := 1; ; attempt++ {
+		lost := losses()
+		refusal, err := releaseInBrowser(t, ctx, base+"/leaks/streams/u-micros", "score-in-microseconds", "demo: trying the release button")
 		if err != nil {
-			return false
+			t.Fatalf("preview and release in the browser (attempt %d): %v", attempt, err)
 		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return err == nil && resp.StatusCode == http.StatusOK && strings.Contains(string(body), "score-in-microseconds")
-	})
-	err = chromedp.Do(ctx,
-		chromedp.Navigate(base+"/leaks/streams/u-micros"),
-		chromedp.WaitVisible(chromedp.CSS(`a.button`)),
-		chromedp.Click(chromedp.CSS(`a.button`)),
-		chromedp.WaitVisible(chromedp.ID("reason")),
-		chromedp.SendKeys(chromedp.ID("reason"), "demo: trying the release button"),
-		chromedp.Click(chromedp.CSS(`form.release button`)),
-		chromedp.WaitVisible(chromedp.CSS(`p.ok`)),
-	)
-	if err != nil {
-		t.Fatalf("preview and release in the browser: %v", err)
+		if refusal == "" {
+			break
+		}
+		if losses() == lost {
+			t.Fatalf("preview and release in the browser (attempt %d): refused with no data loss in between: %s", attempt, refusal)
+		}
+		t.Logf("attempt %d: the demo lost its data on the way (%s); starting over", attempt, refusal)
 	}
 	summary, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`p.ok`)))
 	if err != nil {
@@ -164,4 +158,65 @@ func TestBrowserDemoRelease(t *testing.T) {
 	if !preview || !released {
 		t.Errorf("audit file %s: preview line %v, release line %v; want both, by %s", audit, preview, released, user)
 	}
+}
+
+// releaseInBrowser opens a user page, previews the release of its member
+// and confirms it, as a person would. It returns the page's warning if the
+// exporter refused on the way, and an error if the browser got stuck.
+func releaseInBrowser(t *testing.T, ctx context.Context, userPage, member, reason string) (refusal string, err error) {
+	step := func(what string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(context.Context, *chromedp.Target) error {
+			t.Logf("browser: %s", what)
+			return nil
+		})
+	}
+	// The user page reads Redis when it is served, so a person reloads it
+	// until it names the member: the demo writes u-micros a second after
+	// it starts and again a second after each data loss, and the page is
+	// rate-limited (429 for a second after another live read).
+	for {
+		if err := chromedp.Do(ctx,
+			step("opening "+userPage),
+			chromedp.Navigate(userPage),
+			chromedp.WaitReady(chromedp.CSS(`body`)),
+		); err != nil {
+			return "", err
+		}
+		shown, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("a.button") ? document.body.innerText : ""`))
+		if err != nil {
+			return "", err
+		}
+		if strings.Contains(shown, member) {
+			break
+		}
+		page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		t.Logf("browser: the page does not offer %s yet; reloading in a second: %.300q", member, page)
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	if err := chromedp.Do(ctx,
+		step("previewing"),
+		chromedp.Click(chromedp.CSS(`a.button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#reason, p.warn`)),
+	); err != nil {
+		return "", err
+	}
+	// A preview with nothing to release has no reason field, only its
+	// warning.
+	if w, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("reason") ? "" : document.querySelector("p.warn").textContent`)); w != "" || err != nil {
+		return w, err
+	}
+	if err := chromedp.Do(ctx,
+		step("confirming"),
+		chromedp.SendKeys(chromedp.ID("reason"), reason),
+		chromedp.Click(chromedp.CSS(`form.release button`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.ok, p.warn`)),
+		step("result shown"),
+	); err != nil {
+		return "", err
+	}
+	return chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("p.warn")?.textContent ?? ""`))
 }
