@@ -326,6 +326,32 @@ func (e *exporter) waitFor(timeout time.Duration, what string, cond func(metrics
 	}
 }
 
+// waitUnless is waitFor for a state that lasts only until void holds: it
+// returns the scrape that satisfied cond, or, once void holds first
+// (checked after each scrape that did not satisfy cond), what cond said
+// last.
+func (e *exporter) waitUnless(void func() bool, what string, cond func(metrics) error) (metrics, error) {
+	e.t.Helper()
+	deadline := time.Now().Add(exportertest.HangAfter)
+	var last error
+	for {
+		m, err := e.scrape()
+		if err == nil {
+			if err = cond(m); err == nil {
+				return m, nil
+			}
+		}
+		last = err
+		if void() {
+			return nil, fmt.Errorf("%s: %w", what, last)
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: not within %v: %v", what, exportertest.HangAfter, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // holdsFor checks cond on every scrape for d: a steady state, not a
 // passing one.
 func (e *exporter) holdsFor(d time.Duration, what string, cond func(metrics) error) {
