@@ -2,10 +2,10 @@ package redisproc
 
 import (
 	"context"
-	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/commandstats"
 )
 
 // CommandStat is one command's line of INFO commandstats.
@@ -24,24 +24,12 @@ func CommandStats(ctx context.Context, c redis.Cmdable) (map[string]CommandStat,
 		return nil, err
 	}
 	out := map[string]CommandStat{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
+	for name, st := range commandstats.Parse(info) {
+		cs := CommandStat{Calls: st.Calls, Usec: st.Usec}
+		if st.Calls > 0 {
+			cs.Per = float64(st.Usec) / float64(st.Calls)
 		}
-		var st CommandStat
-		for _, kv := range strings.Split(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "calls":
-				st.Calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec":
-				st.Usec, _ = strconv.ParseInt(v, 10, 64)
-			case "usec_per_call":
-				st.Per, _ = strconv.ParseFloat(v, 64)
-			}
-		}
-		out[strings.TrimPrefix(name, "cmdstat_")] = st
+		out[name] = cs
 	}
 	return out, nil
 }
