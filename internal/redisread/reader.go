@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,7 +65,15 @@ const readDepth = 4
 // connections of the fast path for slot sets, which close with it.
 type Reader struct {
 	pool *resp.Pool
+	// slotReads counts the slot sets read over raw connections, each one
+	// ZRANGE and one PTTL: the CPU pace prices them from Redis's own
+	// INFO commandstats.
+	slotReads atomic.Uint64
 }
+
+// SlotReads is how many slot sets the reader has read over raw
+// connections: as many ZRANGE and as many PTTL calls.
+func (rd *Reader) SlotReads() uint64 { return rd.slotReads.Load() }
 
 // NewReader returns a reader. readOnly is set when the keys are read from
 // cluster replicas: raw connections then send READONLY, as go-redis's own
@@ -379,6 +388,7 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 			if err := conn.SendSlotReads(ctx, keys, z.MaxMembers); err != nil {
 				return err
 			}
+			rd.slotReads.Add(uint64(len(keys)))
 			inflight = append(inflight, batch{keys, at, &pg, len(rest) == 0})
 			if len(inflight) >= p.depth() {
 				if err := recv(); err != nil {

@@ -3,6 +3,7 @@ package sweep
 import (
 	"context"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/slotexporter/slot_exporter/internal/changefeed"
+	"github.com/slotexporter/slot_exporter/internal/commandstats"
 	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
@@ -24,7 +26,9 @@ import (
 // average that follows changes within seconds) sets the key rate: share /
 // cost. An application burst during reads is taken for exporter cost and
 // slows the reads down, the safe side; a lull makes them faster for a
-// few seconds at most.
+// few seconds at most. An application that catches up in the held second
+// (below) is the other way round, so the cost is never below the time
+// Redis spent inside the reads' own commands (INFO commandstats).
 //
 // While the exporter reads without pause (a large change backlog, a full
 // read), no second is free of its reads, and the application's load could
@@ -54,8 +58,12 @@ type cpuPacer struct {
 	// share of a core.
 	invalidations func() changefeed.Invalidations
 	invShare      float64
-	cost          float64 // CPU seconds per key read
-	baseline      float64 // CPU seconds per second without exporter reads
+	// slotReads counts the slot sets read over raw connections (nil:
+	// none), priced by Redis's INFO commandstats as the floor of the
+	// cost.
+	slotReads func() uint64
+	cost      float64 // CPU seconds per key read
+	baseline  float64 // CPU seconds per second without exporter reads
 	// haveBaseline is set once a second without reads has been
 	// measured: the first one is the baseline, not a fraction of it
 	// (an average from zero took the application's load for exporter
@@ -74,9 +82,16 @@ type cpuPacer struct {
 	// update needs enough time and keys that their cost stands out of
 	// the application's noise.
 	accCPU, accDt, accKeys float64
-	warned                 bool
-	cancel                 context.CancelFunc
-	done                   chan struct{}
+	// accFloor is the Redis time inside the commands of the slot sets
+	// read since the cost was last updated, as commandstats priced them.
+	accFloor float64
+	// floorRatio is the whole cost of the reads over their commands'
+	// time, learned while the reads stand out of the application's
+	// load (1 until then); lastFloor is the floor it gave last.
+	floorRatio, lastFloor float64
+	warned                bool
+	cancel                context.CancelFunc
+	done                  chan struct{}
 }
 
 type cpuSample struct {
@@ -85,29 +100,32 @@ type cpuSample struct {
 	keys    uint64
 	inv     changefeed.Invalidations
 	readers bool
+	// slotReads, zrange and pttl price the slot sets read, scan the
+	// SCANs (haveCmd: commandstats was read on every node).
+	slotReads          uint64
+	zrange, pttl, scan commandstats.Stat
+	haveCmd            bool
 }
 
 // What Redis spends on invalidations. In broadcasting mode it gathers the
 // key names written in a turn of its event loop and sends them to the
 // feed's connection as one message after the turn: a socket write per
-// message, a little per name. Measured on this project's 2-core machine
-// (redis-server 7.0, one tracking client, redis-benchmark's ZADDs of
-// random slot sets from 4 clients, Redis's CPU per write with the client
-// against without it, messages counted on the subscribed connection),
-// busy (a write cost 14 µs unpipelined, 2.8 µs 10 to a round trip, about
-// three times a quiet machine's): unpipelined, 0.22 to 0.65 messages a
-// write cost 1.5 to 4.3 µs more a write; pipelined, 0.04 messages a write
-// (26 names each) 0.6 to 1.1 µs more. That fits about 6 µs a message and
-// 0.5 µs a name there; scaled to a quiet machine, 2 µs and 0.3 µs (on the
-// safe side). The 0.5 µs a name charged before, whatever the messages,
-// undercharged an application whose writes come one to a turn, and the
-// pace took 12.5% and 19.3% of a core at 10% and 25% of 1M sets written
-// per 5 s (`make bench`). The cost cannot be measured while the exporter
-// runs (a held second stops the reads, not the writes), so these are
-// priors.
+// message, a little per name. The cost cannot be measured while the
+// exporter runs (a held second stops the reads, not the writes), so these
+// are priors, measured on this project's 2-core machine, quiet (redis-server
+// 7.0, 200k slot sets, ZADDs that change a score from 4 clients, Redis's
+// CPU per write with a tracking client subscribed against without it, 4
+// pairs of 10 s, medians; messages and names counted on the subscribed
+// connection): pipelined 100 to a round trip, 0.0047 messages a write
+// (210 names each) cost 0.75 µs more a write; unpipelined, 0.58 messages
+// a write cost 3.5 µs more. That solves to 4.7 µs a message and 0.73 µs a
+// name. The 2 µs and 0.3 µs charged before were the busy machine's
+// figures scaled down, a guess: they undercharged the invalidations by
+// more than half, and the pace took 12.6% and 13.7% of a core at 10% and
+// 25% of 1M sets written per 5 s (`make bench`).
 const (
-	invalidationMessageCost = 2e-6
-	invalidationNameCost    = 0.3e-6
+	invalidationMessageCost = 5e-6
+	invalidationNameCost    = 0.75e-6
 )
 
 // invalidationCost is what Redis spent on the invalidations between two
@@ -126,7 +144,7 @@ func invalidationCost(from, to changefeed.Invalidations) float64 {
 const priorCost = 8e-6
 
 func newCPUPacer(share float64) *cpuPacer {
-	p := &cpuPacer{share: share, cost: priorCost}
+	p := &cpuPacer{share: share, cost: priorCost, floorRatio: 1}
 	p.limiter = rate.NewLimiter(rate.Limit(share/priorCost), burstOf(share/priorCost))
 	return p
 }
@@ -166,10 +184,12 @@ func (p *cpuPacer) apply() {
 	p.limiter.SetBurst(burstOf(r))
 }
 
-// setInvalidations takes the count of a (reloaded) change feed; nil: none.
-func (p *cpuPacer) setInvalidations(count func() changefeed.Invalidations) {
+// setSources takes the counts of a (reloaded) sweeper: its change feed's
+// invalidations and its reader's slot sets; nil: none.
+func (p *cpuPacer) setSources(invalidations func() changefeed.Invalidations, slotReads func() uint64) {
 	p.mu.Lock()
-	p.invalidations, p.invShare = count, 0
+	p.invalidations, p.invShare = invalidations, 0
+	p.slotReads = slotReads
 	p.haveLast = false
 	p.mu.Unlock()
 }
@@ -235,13 +255,19 @@ func (p *cpuPacer) stop() {
 
 func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger) {
 	p.mu.Lock()
-	nodes, inv := p.nodes, p.invalidations
+	nodes, inv, slotReads := p.nodes, p.invalidations, p.slotReads
 	p.mu.Unlock()
 	if len(nodes) == 0 {
 		return
 	}
 	readers := p.active.Load() > 0
 	var total float64
+	var zrange, pttl, scan commandstats.Stat
+	haveCmd := slotReads != nil
+	var reads uint64
+	if haveCmd {
+		reads = slotReads()
+	}
 	for _, n := range nodes {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		info, err := n.C.Info(cctx, "cpu").Result()
@@ -258,14 +284,34 @@ func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger) {
 			return
 		}
 		total += infoFloat(info, "used_cpu_sys") + infoFloat(info, "used_cpu_user")
+		if haveCmd {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			info, err := n.C.Info(cctx, "commandstats").Result()
+			cancel()
+			if err != nil {
+				haveCmd = false // the floor is left out; the pace goes on
+				continue
+			}
+			st := commandstats.Parse(info)
+			zrange.Calls, zrange.Usec = zrange.Calls+st["zrange"].Calls, zrange.Usec+st["zrange"].Usec
+			pttl.Calls, pttl.Usec = pttl.Calls+st["pttl"].Calls, pttl.Usec+st["pttl"].Usec
+			scan.Calls, scan.Usec = scan.Calls+st["scan"].Calls, scan.Usec+st["scan"].Usec
+		}
 	}
-	s := cpuSample{cpu: total, at: time.Now(), keys: p.keys.Load(), readers: readers || p.active.Load() > 0}
+	s := cpuSample{cpu: total, at: time.Now(), keys: p.keys.Load(), readers: readers || p.active.Load() > 0,
+		slotReads: reads, zrange: zrange, pttl: pttl, scan: scan, haveCmd: haveCmd}
 	if inv != nil {
 		s.inv = inv()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.observe(s)
+	if p.observe(s) {
+		// What the pace stands on, for whoever wonders why the reads go
+		// at the rate they do (--log.level=debug).
+		logger.Debug("read pace: cost per key measured", "cost_us", round2(p.cost*1e6), "floor_us", round2(p.lastFloor*1e6), "floor_ratio", round2(p.floorRatio),
+			"application_core_percent", round2(p.baseline*100), "invalidations_core_percent", round2(p.invShare*100),
+			"keys_per_second", int(p.KeysPerSecond()))
+	}
 	switch {
 	case p.quiet:
 		p.quiet = false
@@ -275,18 +321,19 @@ func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger) {
 	}
 }
 
-// observe folds one sample into the baseline or the cost. Called with mu.
-func (p *cpuPacer) observe(s cpuSample) {
+// observe folds one sample into the baseline or the cost, and says
+// whether the cost was updated. Called with mu.
+func (p *cpuPacer) observe(s cpuSample) bool {
 	prev, ok := p.last, p.haveLast
 	p.last, p.haveLast = s, true
 	if !ok {
-		return
+		return false
 	}
 	dt := s.at.Sub(prev.at).Seconds()
 	dcpu := s.cpu - prev.cpu
 	dkeys := float64(s.keys - prev.keys)
 	if dt <= 0 || dcpu < 0 {
-		return // a restarted server
+		return false // a restarted server
 	}
 	const alpha = 0.3
 	if s.inv.Messages >= prev.inv.Messages && s.inv.Names >= prev.inv.Names {
@@ -308,32 +355,82 @@ func (p *cpuPacer) observe(s cpuSample) {
 			p.holding = false
 			p.apply()
 		}
-		return
+		return false
 	}
 	if dkeys == 0 {
-		return
+		return false
 	}
 	p.accCPU += dcpu
 	p.accDt += dt
 	p.accKeys += dkeys
+	p.accFloor += readCommandsTime(prev, s)
 	// Five seconds at least: an application's load that swings by a
 	// tenth of a core from one second to the next would swamp the cost
 	// of a second's keys.
 	if p.accDt < 5 {
-		return
+		return false
 	}
-	if p.accKeys >= 100 {
-		c := max(p.accCPU-p.baseline*p.accDt, 0) / p.accKeys
+	updated := p.accKeys >= 100
+	if updated {
+		reads := max(p.accCPU-p.baseline*p.accDt, 0)
+		c := reads / p.accKeys
 		// Bounds keep one absurd reading (a snapshot fork, a stalled
 		// clock, an application burst) from stopping or unleashing the
 		// reads: the cost at most doubles per update, and stays between
 		// 0.2 µs and 1 ms a key.
 		c = min(max(c, 0.2e-6), 1e-3, 2*p.cost)
 		p.cost += alpha * (c - p.cost)
+		// Redis's time inside the reads' own commands is a part of
+		// their cost that the application's swings do not blur: the
+		// cost is never below it, times what the whole cost was of it
+		// when it could be told (the reads used four times the
+		// application's CPU or more): socket work, and caches the reads
+		// find cold. `make bench`, 1M slot sets: a paced first read cost
+		// 6.5-7 µs a key in all against 3.1 µs in ZRANGE and PTTL, and
+		// the change-driven reads under load 6.6 µs against 3.6.
+		// Where the reads do stand out, INFO cpu is the better measure
+		// (the commands' time comes in lumps, a SCAN page at a time, and
+		// a floor from it pinned the first read's cost above its mean).
+		if p.accFloor > 0 {
+			p.lastFloor = p.floorRatio * p.accFloor / p.accKeys
+			if reads >= 4*p.baseline*p.accDt {
+				p.floorRatio += alpha * (min(max(reads/p.accFloor, 1), 4) - p.floorRatio)
+			} else {
+				p.cost = min(max(p.cost, p.lastFloor), 1e-3)
+			}
+		}
 		p.apply()
 	}
-	p.accCPU, p.accDt, p.accKeys = 0, 0, 0
+	p.accCPU, p.accDt, p.accKeys, p.accFloor = 0, 0, 0, 0
+	return updated
 }
+
+// readCommandsTime is Redis's time inside the reads' commands between
+// two samples (seconds): the slot sets read, priced at the mean time of a
+// ZRANGE and a PTTL call over the same span, and every SCAN (an
+// application seldom SCANs; the exporter's discovery does). The means are
+// of every client's calls; an application's larger ZRANGEs raise them,
+// and so slow the reads, the safe side. 0 without the counts, or if Redis
+// counted fewer calls than the exporter sent (a restart, CONFIG
+// RESETSTAT).
+func readCommandsTime(prev, s cpuSample) float64 {
+	if !prev.haveCmd || !s.haveCmd || s.slotReads <= prev.slotReads {
+		return 0
+	}
+	n := s.slotReads - prev.slotReads
+	if s.zrange.Calls-prev.zrange.Calls < int64(n) || s.pttl.Calls-prev.pttl.Calls < int64(n) {
+		return 0
+	}
+	z, okZ := commandstats.PerCall(prev.zrange, s.zrange)
+	t, okT := commandstats.PerCall(prev.pttl, s.pttl)
+	if !okZ || !okT {
+		return 0
+	}
+	scan := float64(max(s.scan.Usec-prev.scan.Usec, 0))
+	return (float64(n)*(z+t) + scan) / 1e6
+}
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
 func infoFloat(info, name string) float64 {
 	v, _ := strconv.ParseFloat(infoField(info, name), 64)

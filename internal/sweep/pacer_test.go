@@ -6,15 +6,20 @@ import (
 	"time"
 
 	"github.com/slotexporter/slot_exporter/internal/changefeed"
+	"github.com/slotexporter/slot_exporter/internal/commandstats"
 )
 
 // drive feeds the pacer a minute or more of Redis CPU readings, one a
-// second: the application's load (base, by second) plus what the keys the
-// pacer lets through cost. It returns the lowest rate allowed after the
-// first 20 s, and the exporter's share of a core over the last minute.
-func drive(p *cpuPacer, seconds int, cost float64, base func(sec int) float64) (lowest, share float64) {
+// second: the application's load (base, by second, and whether the reads
+// were held in it) plus what the keys the pacer lets through cost. Each
+// key is a slot set; with cmdCost > 0, INFO commandstats counts its ZRANGE
+// and PTTL, cmdCost of Redis time between them. It returns the lowest
+// rate allowed after the first 20 s, and the exporter's share of a core
+// over the last minute.
+func drive(p *cpuPacer, seconds int, cost, cmdCost float64, base func(sec int, held bool) float64) (lowest, share float64) {
 	at := time.Unix(1000, 0)
 	cpu, keys := 0.0, uint64(0)
+	var zrange, pttl commandstats.Stat
 	lowest = p.KeysPerSecond()
 	for sec := range seconds {
 		read := uint64(p.KeysPerSecond())
@@ -22,13 +27,18 @@ func drive(p *cpuPacer, seconds int, cost float64, base func(sec int) float64) (
 			read = 1
 		}
 		keys += read
-		cpu += base(sec) + cost*float64(read)
+		cpu += base(sec, p.quiet) + cost*float64(read)
 		if sec >= seconds-60 {
 			share += cost * float64(read) / 60
 		}
+		zrange.Calls += int64(read)
+		zrange.Usec += int64(float64(read) * cmdCost / 2 * 1e6)
+		pttl.Calls += int64(read)
+		pttl.Usec += int64(float64(read) * cmdCost / 2 * 1e6)
 		at = at.Add(time.Second)
 		p.mu.Lock()
-		p.observe(cpuSample{cpu: cpu, at: at, keys: keys, readers: true})
+		p.observe(cpuSample{cpu: cpu, at: at, keys: keys, readers: true,
+			slotReads: keys, zrange: zrange, pttl: pttl, haveCmd: cmdCost > 0})
 		switch {
 		case p.quiet:
 			p.quiet = false
@@ -50,7 +60,7 @@ func drive(p *cpuPacer, seconds int, cost float64, base func(sec int) float64) (
 func TestPacerFollowsTheBaseline(t *testing.T) {
 	p := newCPUPacer(0.1)
 	const cost = 5e-6 // CPU seconds per key, the truth
-	drive(p, 120, cost, func(sec int) float64 {
+	drive(p, 120, cost, 0, func(sec int, _ bool) float64 {
 		if sec >= 30 {
 			return 0.40 // the application's load grows eightfold
 		}
@@ -62,6 +72,51 @@ func TestPacerFollowsTheBaseline(t *testing.T) {
 	}
 }
 
+// TestPacerCostNotBelowItsCommands: an application that falls behind
+// while the exporter reads and catches up in the held second makes the
+// baseline look larger than it is, and so the reads cheaper: at 25% of 1M
+// sets written per 5 s, `make bench` saw the cost measured from INFO cpu
+// fall to 2.6 µs a key, half the truth, and the reads take 14.7% of a
+// core. Redis's time inside the reads' own commands (INFO commandstats)
+// holds the cost up.
+func TestPacerCostNotBelowItsCommands(t *testing.T) {
+	const cost, cmdCost = 5e-6, 4e-6
+	catchingUp := func(_ int, held bool) float64 {
+		if held {
+			return 0.35 // what the application put off, done now
+		}
+		return 0.2
+	}
+	_, without := drive(newCPUPacer(0.1), 120, cost, 0, catchingUp)
+	if without < 0.12 {
+		t.Fatalf("without commandstats the exporter took %.3f of a core: the case no longer shows the bias it is for", without)
+	}
+	p := newCPUPacer(0.1)
+	_, with := drive(p, 120, cost, cmdCost, catchingUp)
+	t.Logf("share without commandstats %.3f, with %.3f; cost %.2f µs", without, with, p.cost*1e6)
+	if p.cost < cmdCost {
+		t.Errorf("cost %.2f µs a key, below the %.2f µs of its commands", p.cost*1e6, cmdCost*1e6)
+	}
+	if with > 0.1*cost/cmdCost*1.1 {
+		t.Errorf("with commandstats the exporter took %.3f of a core; its commands alone hold it to %.3f", with, 0.1*cost/cmdCost)
+	}
+
+	// Once the reads have stood out of a quiet application's load, the
+	// floor is the commands' time times what the whole cost was of it:
+	// the share holds under the application that catches up.
+	p = newCPUPacer(0.1)
+	_, learned := drive(p, 240, cost, cmdCost, func(sec int, held bool) float64 {
+		if sec < 60 {
+			return 0.01
+		}
+		return catchingUp(sec, held)
+	})
+	t.Logf("after a quiet minute: share %.3f, cost %.2f µs, ratio %.2f", learned, p.cost*1e6, p.floorRatio)
+	if learned > 0.105 || p.cost < 0.95*cost {
+		t.Errorf("after a quiet minute, under the application that catches up: share %.3f, cost %.2f µs (truth %.2f): the floor did not learn the whole cost", learned, p.cost*1e6, cost*1e6)
+	}
+}
+
 // TestPacerKeepsItsShareAcrossHolds: a read that never stops of itself
 // (the first read of a large Redis) is held a second in every quietEvery,
 // and makes up for it between the holds: over a minute it gets its share,
@@ -70,7 +125,7 @@ func TestPacerFollowsTheBaseline(t *testing.T) {
 func TestPacerKeepsItsShareAcrossHolds(t *testing.T) {
 	p := newCPUPacer(0.1)
 	const cost = 6e-6
-	_, share := drive(p, 120, cost, func(int) float64 { return 0.05 })
+	_, share := drive(p, 120, cost, 0, func(int, bool) float64 { return 0.05 })
 	if share < 0.095 || share > 0.105 {
 		t.Errorf("reading without pause, the exporter took %.4f of a core over a minute; its share is 0.1", share)
 	}
@@ -92,7 +147,7 @@ func TestPacerKeepsItsShareAcrossHolds(t *testing.T) {
 func TestPacerFirstBaseline(t *testing.T) {
 	p := newCPUPacer(0.1)
 	const cost, base = 8e-6, 0.3 // a busy application
-	drive(p, 12, cost, func(int) float64 { return base })
+	drive(p, 12, cost, 0, func(int, bool) float64 { return base })
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.baseline < 0.95*base || p.baseline > 1.05*base {
@@ -112,7 +167,7 @@ func TestPacerWithstandsNoise(t *testing.T) {
 		p := newCPUPacer(0.1)
 		const cost = 8e-6
 		r := rand.New(rand.NewPCG(seed, 2))
-		lowest, _ := drive(p, 300, cost, func(int) float64 { return 0.2 + 0.2*r.Float64() })
+		lowest, _ := drive(p, 300, cost, 0, func(int, bool) float64 { return 0.2 + 0.2*r.Float64() })
 		want := 0.1 / cost
 		if lowest < 0.25*want {
 			t.Errorf("seed %d: the pacer fell to %.0f keys/s under a noisy load; the share allows %.0f", seed, lowest, want)

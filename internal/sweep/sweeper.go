@@ -135,7 +135,7 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 		if s.changes != nil {
 			count = s.changes.Received
 		}
-		s.pacer.setInvalidations(count)
+		s.pacer.setSources(count, s.reader.SlotReads)
 	}
 	old := map[string]*family{}
 	if prev != nil {
