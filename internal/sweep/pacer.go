@@ -410,15 +410,16 @@ func (p *cpuPacer) observe(s cpuSample) bool {
 // ZRANGE and a PTTL call over the same span, and every SCAN (an
 // application seldom SCANs; the exporter's discovery does). The means are
 // of every client's calls; an application's larger ZRANGEs raise them,
-// and so slow the reads, the safe side. 0 without the counts, or if Redis
-// counted fewer calls than the exporter sent (a restart, CONFIG
-// RESETSTAT).
+// and so slow the reads, the safe side. The slot sets counted are at most
+// the calls Redis counted: a batch sent but not yet run when INFO was
+// answered is priced in the next span. 0 without the counts, or when they
+// went back (a restart, CONFIG RESETSTAT).
 func readCommandsTime(prev, s cpuSample) float64 {
 	if !prev.haveCmd || !s.haveCmd || s.slotReads <= prev.slotReads {
 		return 0
 	}
-	n := s.slotReads - prev.slotReads
-	if s.zrange.Calls-prev.zrange.Calls < int64(n) || s.pttl.Calls-prev.pttl.Calls < int64(n) {
+	n := min(int64(s.slotReads-prev.slotReads), s.zrange.Calls-prev.zrange.Calls, s.pttl.Calls-prev.pttl.Calls)
+	if n <= 0 {
 		return 0
 	}
 	z, okZ := commandstats.PerCall(prev.zrange, s.zrange)

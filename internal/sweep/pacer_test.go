@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -236,6 +237,32 @@ func TestPacerChargesInvalidations(t *testing.T) {
 		want := tc.want / p.cost
 		if got := p.KeysPerSecond(); got < want*0.98 || got > want*1.02 {
 			t.Errorf("%s: %.0f keys/s, want %.0f", tc.name, got, want)
+		}
+	}
+}
+
+// TestReadCommandsTime: the reads' command time between two samples is the
+// slot sets read, at most as many as Redis ran, priced at the mean ZRANGE
+// and PTTL, plus the SCANs; nothing when the counts went back.
+func TestReadCommandsTime(t *testing.T) {
+	at := func(reads uint64, calls, usec int64, scanUsec int64) cpuSample {
+		return cpuSample{slotReads: reads, haveCmd: true,
+			zrange: commandstats.Stat{Calls: calls, Usec: 3 * usec}, pttl: commandstats.Stat{Calls: calls, Usec: usec},
+			scan: commandstats.Stat{Calls: 1, Usec: scanUsec}}
+	}
+	for _, c := range []struct {
+		name     string
+		from, to cpuSample
+		want     float64 // seconds
+	}{
+		{"every read run", at(100, 1000, 1000, 0), at(300, 1200, 1200, 50), (200*(3+1) + 50) / 1e6},
+		{"a batch still in Redis's input", at(100, 1000, 1000, 0), at(340, 1200, 1200, 0), 200 * (3 + 1) / 1e6},
+		{"no reads", at(100, 1000, 1000, 0), at(100, 1200, 1200, 50), 0},
+		{"stats reset", at(100, 1000, 1000, 0), at(300, 10, 10, 0), 0},
+		{"no commandstats", cpuSample{slotReads: 100}, at(300, 1200, 1200, 0), 0},
+	} {
+		if got := readCommandsTime(c.from, c.to); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%s: %g s, want %g s", c.name, got, c.want)
 		}
 	}
 }
