@@ -383,26 +383,8 @@ func workerChanges(o *workerOpts) error {
 			m := readMem()
 			sc.Heap, sc.RSS = m.HeapAlloc, m.RSS
 			// Exactness, writes paused: a sweep that began after the
-			// pause against a full read by a fresh exporter. The sweep
-			// that ends first after the pause may have begun before it,
-			// and judged its members then; the one after it did not. The
-			// last attempt's start does not tell: a sweep cut off at
-			// sampling.timeout goes on in its next attempt, and judges at
-			// its first attempt's start (at 25% written, members written
-			// after that start counted as future: 247900 against 15576).
-			paused := time.Now()
-			var endedAfter time.Time
-			for {
-				f := s.Snapshot().Families[0]
-				if f.OK && f.LastSuccess.After(paused) {
-					if endedAfter.IsZero() {
-						endedAfter = f.LastSuccess
-					} else if f.LastSuccess.After(endedAfter) {
-						break
-					}
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			// pause against a full read by a fresh exporter.
+			awaitSweepBegunAfter(s, time.Now())
 			got := gaugeFigures(s.Snapshot().Families[0])
 			ref, rc, err := sweeperFor(changeConfig(target.redisBlock(), true))
 			if err != nil {

@@ -58,3 +58,25 @@ func exporterCommands(before, after map[string]redisproc.CommandStat) map[string
 	}
 	return out
 }
+
+// awaitSweepBegunAfter waits until s has ended a sweep that began after
+// t. The sweep that ends first after t may have begun before it, and
+// judged its members then; the one after it did not. The last attempt's
+// start does not tell: a sweep cut off at sampling.timeout goes on in its
+// next attempt, and judges at its first attempt's start (at 25% written,
+// members written after that start counted as future: 247900 against
+// 15576).
+func awaitSweepBegunAfter(s *sweep.Sweeper, t time.Time) {
+	var endedAfter time.Time
+	for {
+		f := s.Snapshot().Families[0]
+		if f.OK && f.LastSuccess.After(t) {
+			if endedAfter.IsZero() {
+				endedAfter = f.LastSuccess
+			} else if f.LastSuccess.After(endedAfter) {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
