@@ -305,6 +305,22 @@ func (e *exporter) current() metrics {
 // at least exportertest.HangAfter, since the deadline only ends a hung test.
 func (e *exporter) waitFor(timeout time.Duration, what string, cond func(metrics) error, observe ...func(metrics)) metrics {
 	e.t.Helper()
+	m, _ := e.wait(timeout, nil, what, cond, observe...)
+	return m
+}
+
+// waitUnless is waitFor for a state that lasts only until void holds: it
+// returns the scrape that satisfied cond, or, once void holds first
+// (checked after each scrape that did not satisfy cond), what cond said
+// last.
+func (e *exporter) waitUnless(void func() bool, what string, cond func(metrics) error) (metrics, error) {
+	e.t.Helper()
+	return e.wait(0, void, what, cond)
+}
+
+// wait is waitFor and waitUnless: void nil never holds.
+func (e *exporter) wait(timeout time.Duration, void func() bool, what string, cond func(metrics) error, observe ...func(metrics)) (metrics, error) {
+	e.t.Helper()
 	timeout = max(timeout, exportertest.HangAfter)
 	deadline := time.Now().Add(timeout)
 	var last error
@@ -315,38 +331,15 @@ func (e *exporter) waitFor(timeout time.Duration, what string, cond func(metrics
 				o(m)
 			}
 			if err = cond(m); err == nil {
-				return m
-			}
-		}
-		last = err
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: not within %v: %v", what, timeout, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// waitUnless is waitFor for a state that lasts only until void holds: it
-// returns the scrape that satisfied cond, or, once void holds first
-// (checked after each scrape that did not satisfy cond), what cond said
-// last.
-func (e *exporter) waitUnless(void func() bool, what string, cond func(metrics) error) (metrics, error) {
-	e.t.Helper()
-	deadline := time.Now().Add(exportertest.HangAfter)
-	var last error
-	for {
-		m, err := e.scrape()
-		if err == nil {
-			if err = cond(m); err == nil {
 				return m, nil
 			}
 		}
 		last = err
-		if void() {
+		if void != nil && void() {
 			return nil, fmt.Errorf("%s: %w", what, last)
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: not within %v: %v", what, exportertest.HangAfter, last)
+			e.t.Fatalf("%s: not within %v: %v", what, timeout, last)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
