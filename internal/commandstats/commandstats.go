@@ -13,6 +13,9 @@ type Stat struct {
 	Usec  int64
 }
 
+// Plus is s and o together: one command's stats over several servers.
+func (s Stat) Plus(o Stat) Stat { return Stat{Calls: s.Calls + o.Calls, Usec: s.Usec + o.Usec} }
+
 // Parse reads an INFO commandstats reply into stats by lower-case command
 // name ("zrange", "config|resetstat"). Lines it does not know are skipped.
 func Parse(info string) map[string]Stat {

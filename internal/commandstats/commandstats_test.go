@@ -36,3 +36,9 @@ func TestPerCall(t *testing.T) {
 		}
 	}
 }
+
+func TestPlus(t *testing.T) {
+	if got := (Stat{3, 10}).Plus(Stat{4, 20}); got != (Stat{7, 30}) {
+		t.Errorf("Plus = %v, want {7 30}", got)
+	}
+}

@@ -293,9 +293,7 @@ func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger) {
 				continue
 			}
 			st := commandstats.Parse(info)
-			zrange.Calls, zrange.Usec = zrange.Calls+st["zrange"].Calls, zrange.Usec+st["zrange"].Usec
-			pttl.Calls, pttl.Usec = pttl.Calls+st["pttl"].Calls, pttl.Usec+st["pttl"].Usec
-			scan.Calls, scan.Usec = scan.Calls+st["scan"].Calls, scan.Usec+st["scan"].Usec
+			zrange, pttl, scan = zrange.Plus(st["zrange"]), pttl.Plus(st["pttl"]), scan.Plus(st["scan"])
 		}
 	}
 	s := cpuSample{cpu: total, at: time.Now(), keys: p.keys.Load(), readers: readers || p.active.Load() > 0,
