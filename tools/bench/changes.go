@@ -382,6 +382,12 @@ func workerChanges(o *workerOpts) error {
 			// in this process.
 			m := readMem()
 			sc.Heap, sc.RSS = m.HeapAlloc, m.RSS
+			if o.heapprofile != "" && !fullRead {
+				// This phase's live heap, the sweep in flight included.
+				if err := writeHeapProfile(fmt.Sprintf("%s.%g", o.heapprofile, sc.Frac)); err != nil {
+					return err
+				}
+			}
 			// Exactness, writes paused: a sweep that began after the
 			// pause against a full read by a fresh exporter.
 			awaitSweepBegunAfter(s, time.Now())
@@ -405,15 +411,9 @@ func workerChanges(o *workerOpts) error {
 			}
 		}
 		if o.heapprofile != "" && !fullRead {
-			f, err := os.Create(o.heapprofile)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			// The profile is of the last collection: one now, so that the
-			// reference exporters of the exactness checks are not in it.
-			runtime.GC()
-			return pprof.WriteHeapProfile(f)
+			// At rest: the reference exporters of the exactness checks
+			// are gone by the collection writeHeapProfile makes.
+			return writeHeapProfile(o.heapprofile)
 		}
 		return nil
 	}
@@ -435,4 +435,19 @@ func workerChanges(o *workerOpts) error {
 	}
 	res.Scenarios = scen
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// writeHeapProfile writes the heap as the last collection left it: one
+// is made first.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -66,7 +66,7 @@ func main() {
 	flag.IntVar(&o.notifyUnrelated, "notify-unrelated", 10000000, "unrelated keys in the discovery scan/notify comparison (0 skips it)")
 	flag.IntVar(&o.notifySets, "notify-sets", 10000, "slot sets in the discovery scan/notify comparison")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the largest size's measured sweeps here")
-	flag.StringVar(&o.heapprofile, "heapprofile", "", "write a heap profile of the change-driven exporter, after its last phase, here")
+	flag.StringVar(&o.heapprofile, "heapprofile", "", "write a heap profile of the change-driven exporter here, after its last phase, and one at the end of each phase (here.FRACTION)")
 	flag.StringVar(&o.changesProfile, "changes-cpuprofile", "", "write a CPU profile of the change-driven exporter's phases here")
 	flag.StringVar(&o.trace, "trace", "", "write an execution trace of one sweep of the largest size here")
 	flag.StringVar(&o.fracs, "fracs", "0.01,0.1,0.25", "shares of sets written per interval in the change-driven run at the largest size (empty skips it)")
