@@ -37,17 +37,23 @@ func (p *Plan) chunk() int {
 // PTTL hold Redis about 0.3 ms (7.5 µs a key paced, Redis 7.0 on this
 // two-core machine), inside the 0.5 ms the p99 may rise. The cost per key
 // hardly depends on the batch: 7.1-7.6 µs at 40 keys, 7.5-7.8 at 100,
-// 7.1-7.3 at 1000 (BenchmarkFirstPicture, 200k sets, a busy machine);
+// 7.1-7.3 at 1000 (BenchmarkFirstPicture, 200k sets, a busy machine,
+// where Redis is seldom idle; see firstPacedChunk for a quiet one);
 // what a batch does cost is a round trip, which at 40 keys and one batch
 // in flight bounds the reads near the pace on a busy machine.
 const pacedChunk = 40
 
-// firstPacedChunk is the batch of a first read: 100 slot sets, about
-// 14 KB of commands, within one of Redis's 16 KB reads of a client's
-// input. Until the first picture the reads go as fast as the pace allows
-// rather than as a round trip does (at 40 keys the first read of 200k
-// sets took 17.4-17.9 s against 16.1-16.3 s at 100, on a busy machine).
-const firstPacedChunk = 100
+// firstPacedChunk is the batch of a first read. Each batch that wakes an
+// idle Redis costs it a fixed price beside its keys, so small batches
+// cost more a key: BenchmarkFirstPicture, 300k slot sets, a quiet
+// two-core machine, Redis's CPU a key over the whole first read: 9.5-10.1
+// µs at 100, 6.5 at 300, 6.0-6.3 at 500, 5.5-6.4 at 1000 (4.4 unpaced).
+// A first read at 300 costs Redis a third less; at 300k sets it came in
+// 21.4 s against 24.1 (medians of 3), the pace not yet its bound. Each
+// batch holds Redis about 2 ms (300 keys at 6.5 µs), which other clients
+// see in their p99 until the first picture; after it the batches are
+// pacedChunk again. Larger batches cost hardly less and hold Redis longer.
+const firstPacedChunk = 300
 
 // limitInt is l's rate as an int, an unlimited one as the largest.
 func limitInt(l *rate.Limiter) int {
