@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -357,7 +358,7 @@ func workerChanges(o *workerOpts) error {
 				return err
 			}
 			actx, cancel := context.WithTimeout(ctx, phase)
-			c0 := target.cpu()
+			c0, self0 := target.cpu(), selfCPU()
 			ended := watchSweeps(actx, s)
 			_, sc.P99With, err = w.run(actx)
 			cancel()
@@ -380,8 +381,13 @@ func workerChanges(o *workerOpts) error {
 			}
 			// Memory before the exactness check builds a second exporter
 			// in this process.
+			self := (selfCPU() - self0).Seconds() / time.Since(c0.at).Seconds()
 			m := readMem()
 			sc.Heap, sc.RSS = m.HeapAlloc, m.RSS
+			// The phase as it ends, for whoever watches the run: the
+			// report comes only at the end of make bench.
+			log.Printf("%g%% written (first read %.1f s): Redis %.1f%% of a core over the application's, p99 %.2f -> %.2f ms, exporter CPU %.1f%% of a core, live heap %s, RSS %s",
+				sc.Frac*100, sc.FirstRead, (sc.CPUWith-sc.CPUAlone)*100, sc.P99Alone, sc.P99With, self*100, mb(sc.Heap), mb(sc.RSS))
 			if o.heapprofile != "" && !fullRead {
 				// This phase's live heap, the sweep in flight included.
 				if err := writeHeapProfile(fmt.Sprintf("%s.%g", o.heapprofile, sc.Frac)); err != nil {
