@@ -9,8 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -337,15 +335,11 @@ func workerChanges(o *workerOpts) error {
 		first := time.Since(c0.at).Seconds()
 		firstShare, _ := target.cpuRate(c0)
 		if o.cpuprofile != "" && !fullRead {
-			f, err := os.Create(o.cpuprofile)
+			stop, err := startCPUProfile(o.cpuprofile)
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return err
-			}
-			defer pprof.StopCPUProfile()
+			defer stop()
 		}
 		for _, i := range idx {
 			sc := &scen[i]
@@ -441,19 +435,4 @@ func workerChanges(o *workerOpts) error {
 	}
 	res.Scenarios = scen
 	return json.NewEncoder(os.Stdout).Encode(res)
-}
-
-// writeHeapProfile writes the heap as the last collection left it: one
-// is made first.
-func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	runtime.GC()
-	if err := pprof.WriteHeapProfile(f); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"runtime/trace"
 	"slices"
 	"strings"
@@ -249,15 +248,11 @@ func workerSweep(o *workerOpts) error {
 	if res.First, err = measuredSweep(ctx, s, admin, o.redisPID); err != nil {
 		return err
 	}
+	stopProfile := func() {}
 	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
-		if err != nil {
+		if stopProfile, err = startCPUProfile(o.cpuprofile); err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer f.Close()
 	}
 	if o.trace != "" {
 		f, err := os.Create(o.trace)
@@ -281,9 +276,7 @@ func workerSweep(o *workerOpts) error {
 		}
 		res.Runs = append(res.Runs, r)
 	}
-	if o.cpuprofile != "" {
-		pprof.StopCPUProfile()
-	}
+	stopProfile()
 	g := familyFigures(s.Snapshot().Families[0])
 	res.Sets, res.MembersTracked, res.UsersTracked = g.sets, g.membersTracked, g.usersTracked
 	res.WithoutTTL, res.Early = g.withoutTTL, g.early
