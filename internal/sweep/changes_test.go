@@ -849,3 +849,66 @@ func TestClusterKeyGoneMidMigration(t *testing.T) {
 		t.Errorf("slot_users_active{family=\"locks\"} = %v, want 3: one of the 4 lock keys was deleted", n)
 	}
 }
+
+// TestClusterReplicaKeyGoneBeforeItsSlotMoved: reading replicas, a key
+// deleted on its source halfway through its slot's migration, with no
+// sweep until the migration is over. The source's replica names the key;
+// asked for it, that replica now answers MOVED, and the new owner's
+// replica has nothing. That answer is the truth once the slot has
+// settled: carried as a key that could not be read, the key kept its
+// user one sweep too long.
+func TestClusterReplicaKeyGoneBeforeItsSlotMoved(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 1)
+	cc := cl.Client()
+	ctx := context.Background()
+	began := time.Now()
+	const slot = 300
+	users := usersInSlot(slot, 4)
+	for _, u := range users {
+		if err := cc.Set(ctx, "l:{"+u+"}", "token-"+u, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.WaitReplicated()
+	on := func(track string) *exportertest.Harness {
+		return newConfiguredHarness(t, everyKindOn(redisproc.Config{Redis: clusterSection(cl, "replica")},
+			"interval: 1m", "window: 10m", "timeout: 2m", "track_changes: "+track), nil)
+	}
+	full, changed := on("false"), on("true")
+	changed.Sweep()
+	changed.Sweep()
+	full.Sweep()
+	sameFiguresWithin(t, "before the migration", full.Metrics(), changed.Metrics(), time.Since(began).Seconds())
+
+	from := cl.SlotOwner(slot)
+	to := cl.OtherMaster(from)
+	if err := cl.BeginMigration(ctx, slot, from, to); err != nil {
+		t.Fatal(err)
+	}
+	if moved, err := cl.MoveKeys(ctx, slot, from, to, 1, 2); err != nil || moved != 2 {
+		t.Fatalf("moved %d keys of 4: %v", moved, err)
+	}
+	left, err := cl.NodeClient(from).ClusterGetKeysInSlot(ctx, slot, 10).Result()
+	if err != nil || len(left) != 2 {
+		t.Fatalf("keys left on the source: %q, %v", left, err)
+	}
+	if err := cl.NodeClient(from).Del(ctx, left[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.MoveKeys(ctx, slot, from, to, 100, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.FinishMigration(ctx, slot, from, to); err != nil {
+		t.Fatal(err)
+	}
+	cl.WaitHealthy(time.Minute)
+	cl.WaitReplicated()
+	changed.Sweep()
+	full.Sweep()
+	got := changed.Metrics()
+	sameFiguresWithin(t, "a key deleted on its source before its slot moved", full.Metrics(), got, time.Since(began).Seconds())
+	if n := got[`slot_users_active{family="locks"}`]; n != 3 {
+		t.Errorf("slot_users_active{family=\"locks\"} = %v, want 3: one of the 4 lock keys was deleted", n)
+	}
+}

@@ -107,17 +107,10 @@ func (f *family) rereadMoved(ctx context.Context, st *sweepRun) {
 				reads[j] = redisread.KeyRead{Key: k, Status: redisread.Missed}
 			}
 		}
+		if err == nil && f.s.topo.ReadsReplicas() {
+			f.askMasters(ctx, st, reads)
+		}
 		for j := range reads {
-			// A replica does not know that a slot is being migrated and
-			// answers "no such key" for one that has left its master: a
-			// moved key that reads as gone there is carried, not ended.
-			// A master's answer, ASK followed, is the truth: a key
-			// deleted or expired on the source before it could move is
-			// gone from both. Carried, it kept its user counted for as
-			// long as the migration lasted (TestClusterKeyGoneMidMigration).
-			if reads[j].Status == redisread.Gone && f.s.topo.ReadsReplicas() {
-				reads[j].Status = redisread.Missed
-			}
 			f.apply(st, &reads[j])
 		}
 	}
@@ -131,4 +124,36 @@ func (f *family) rereadMoved(ctx context.Context, st *sweepRun) {
 		args = append(args, "err", err)
 	}
 	f.log().Warn("keys moved between cluster nodes mid-sweep; some unreadable, carried", args...)
+}
+
+// askMasters reads again from their masters the moved keys that replicas
+// read as gone. A replica does not know that a slot is being migrated, and
+// answers "no such key" for a key that has left its master, or that its
+// new master has not yet replicated to it. A master's answer, ASK
+// followed, is the truth: a key deleted or expired on the source before
+// it could move is gone from both (TestClusterKeyGoneMidMigration). Taken
+// as "could not be read" instead, such a key kept its user one sweep too
+// long once the migration was over (TestClusterReplicaKeyGoneBeforeItsSlotMoved),
+// and for as long as the migration lasted before that. What the masters
+// cannot answer either is carried.
+func (f *family) askMasters(ctx context.Context, st *sweepRun, reads []redisread.KeyRead) {
+	var gone []string
+	var at []int
+	for j := range reads {
+		if reads[j].Status == redisread.Gone {
+			gone = append(gone, reads[j].Key)
+			at = append(at, j)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	again, err := f.s.reader.ReadBatch(ctx, f.s.topo.Masters(), st.plan, gone)
+	for i, j := range at {
+		if err != nil {
+			reads[j].Status = redisread.Missed
+			continue
+		}
+		reads[j] = again[i]
+	}
 }

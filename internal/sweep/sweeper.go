@@ -266,6 +266,7 @@ func (s *Sweeper) release() {
 		s.changes.Close()
 	}
 	s.reader.Close()
+	s.topo.Close()
 }
 
 // SweepOnce runs one sweep of every family, one after the other. Tests use

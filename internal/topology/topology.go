@@ -30,6 +30,11 @@ type Topology struct {
 	single  redis.UniversalClient
 	cluster *redis.ClusterClient
 	replica bool
+
+	// masters routes to masters when cluster reads replicas; made on
+	// first use (a reshard that ends a key mid-sweep), closed by Close.
+	mastersOnce sync.Once
+	masters     *redis.ClusterClient
 }
 
 // New picks how to find the servers behind a client.
@@ -54,6 +59,31 @@ func (t *Topology) Router() redis.Cmdable {
 		return t.cluster
 	}
 	return t.single
+}
+
+// Masters returns a client that sends each key to the master that holds
+// it now, following MOVED and ASK, for the answers a replica cannot give:
+// a replica knows nothing of a migration, nor of writes it has yet to
+// receive. It is Router unless keys are read from replicas.
+func (t *Topology) Masters() redis.Cmdable {
+	if !t.ReadsReplicas() {
+		return t.Router()
+	}
+	t.mastersOnce.Do(func() {
+		o := *t.cluster.Options()
+		o.ReadOnly, o.RouteByLatency, o.RouteRandomly = false, false, false
+		t.masters = redis.NewClusterClient(&o)
+	})
+	return t.masters
+}
+
+// Close closes what the topology opened itself (not the client it was
+// given).
+func (t *Topology) Close() {
+	t.mastersOnce.Do(func() {}) // none is made after this
+	if t.masters != nil {
+		_ = t.masters.Close()
+	}
 }
 
 // Nodes lists the servers to read. In a cluster, the masters, or with
