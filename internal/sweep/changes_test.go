@@ -805,110 +805,90 @@ func TestClusterChangesSameAsFullRead(t *testing.T) {
 // (17 against a full read's 14).
 func TestClusterKeyGoneMidMigration(t *testing.T) {
 	t.Parallel()
-	cl := redistest.StartCluster(t, 3, 0)
-	cc := cl.Client()
-	ctx := context.Background()
-	began := time.Now()
-	const slot = 300
-	users := usersInSlot(slot, 4)
-	for _, u := range users {
-		if err := cc.Set(ctx, "l:{"+u+"}", "token-"+u, time.Hour).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	on := func(track string) *exportertest.Harness {
-		return newConfiguredHarness(t, everyKindOn(redisproc.Config{Redis: clusterSection(cl, "primary")},
-			"interval: 1m", "window: 10m", "timeout: 2m", "track_changes: "+track), nil)
-	}
-	full, changed := on("false"), on("true")
-	changed.Sweep()
-	changed.Sweep()
-	full.Sweep()
-	sameFiguresWithin(t, "before the migration", full.Metrics(), changed.Metrics(), time.Since(began).Seconds())
-
-	from := cl.SlotOwner(slot)
-	to := cl.OtherMaster(from)
-	if err := cl.BeginMigration(ctx, slot, from, to); err != nil {
-		t.Fatal(err)
-	}
-	if moved, err := cl.MoveKeys(ctx, slot, from, to, 1, 2); err != nil || moved != 2 {
-		t.Fatalf("moved %d keys of 4: %v", moved, err)
-	}
-	left, err := cl.NodeClient(from).ClusterGetKeysInSlot(ctx, slot, 10).Result()
-	if err != nil || len(left) != 2 {
-		t.Fatalf("keys left on the source: %q, %v", left, err)
-	}
-	if err := cl.NodeClient(from).Del(ctx, left[0]).Err(); err != nil {
-		t.Fatal(err)
-	}
-	changed.Sweep()
-	full.Sweep()
-	got := changed.Metrics()
-	sameFiguresWithin(t, "a key deleted on its source halfway through its slot's migration", full.Metrics(), got, time.Since(began).Seconds())
-	if n := got[`slot_users_active{family="locks"}`]; n != 3 {
-		t.Errorf("slot_users_active{family=\"locks\"} = %v, want 3: one of the 4 lock keys was deleted", n)
-	}
+	m := deleteMidMigration(t, 0, "primary")
+	m.compare("a key deleted on its source halfway through its slot's migration")
 }
 
 // TestClusterReplicaKeyGoneBeforeItsSlotMoved: reading replicas, a key
 // deleted on its source halfway through its slot's migration, with no
 // sweep until the migration is over. The source's replica names the key;
 // asked for it, that replica now answers MOVED, and the new owner's
-// replica has nothing. That answer is the truth once the slot has
-// settled: carried as a key that could not be read, the key kept its
-// user one sweep too long.
+// replica has nothing. Its master's answer is the truth: carried as a key
+// that could not be read, the key kept its user one sweep too long.
 func TestClusterReplicaKeyGoneBeforeItsSlotMoved(t *testing.T) {
 	t.Parallel()
-	cl := redistest.StartCluster(t, 3, 1)
+	m := deleteMidMigration(t, 1, "replica")
+	ctx := context.Background()
+	if _, err := m.cl.MoveKeys(ctx, m.slot, m.from, m.to, 100, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.cl.FinishMigration(ctx, m.slot, m.from, m.to); err != nil {
+		t.Fatal(err)
+	}
+	m.cl.WaitHealthy(time.Minute)
+	m.cl.WaitReplicated()
+	m.compare("a key deleted on its source before its slot moved")
+}
+
+// midMigration is a cluster with 4 lock keys in one slot, a full-read
+// exporter and a change-driven one, halfway through the slot's migration:
+// 2 keys moved, and one of the 2 left on the source deleted there.
+type midMigration struct {
+	t             *testing.T
+	cl            *redistest.Cluster
+	slot          int
+	from, to      *redistest.Server
+	full, changed *exportertest.Harness
+	began         time.Time
+}
+
+func deleteMidMigration(t *testing.T, replicas int, readFrom string) *midMigration {
+	cl := redistest.StartCluster(t, 3, replicas)
 	cc := cl.Client()
 	ctx := context.Background()
-	began := time.Now()
-	const slot = 300
-	users := usersInSlot(slot, 4)
-	for _, u := range users {
+	m := &midMigration{t: t, cl: cl, slot: 300, began: time.Now()}
+	for _, u := range usersInSlot(m.slot, 4) {
 		if err := cc.Set(ctx, "l:{"+u+"}", "token-"+u, time.Hour).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cl.WaitReplicated()
 	on := func(track string) *exportertest.Harness {
-		return newConfiguredHarness(t, everyKindOn(redisproc.Config{Redis: clusterSection(cl, "replica")},
+		return newConfiguredHarness(t, everyKindOn(redisproc.Config{Redis: clusterSection(cl, readFrom)},
 			"interval: 1m", "window: 10m", "timeout: 2m", "track_changes: "+track), nil)
 	}
-	full, changed := on("false"), on("true")
-	changed.Sweep()
-	changed.Sweep()
-	full.Sweep()
-	sameFiguresWithin(t, "before the migration", full.Metrics(), changed.Metrics(), time.Since(began).Seconds())
+	m.full, m.changed = on("false"), on("true")
+	m.changed.Sweep()
+	m.changed.Sweep()
+	m.full.Sweep()
+	sameFiguresWithin(t, "before the migration", m.full.Metrics(), m.changed.Metrics(), time.Since(m.began).Seconds())
 
-	from := cl.SlotOwner(slot)
-	to := cl.OtherMaster(from)
-	if err := cl.BeginMigration(ctx, slot, from, to); err != nil {
+	m.from = cl.SlotOwner(m.slot)
+	m.to = cl.OtherMaster(m.from)
+	if err := cl.BeginMigration(ctx, m.slot, m.from, m.to); err != nil {
 		t.Fatal(err)
 	}
-	if moved, err := cl.MoveKeys(ctx, slot, from, to, 1, 2); err != nil || moved != 2 {
+	if moved, err := cl.MoveKeys(ctx, m.slot, m.from, m.to, 1, 2); err != nil || moved != 2 {
 		t.Fatalf("moved %d keys of 4: %v", moved, err)
 	}
-	left, err := cl.NodeClient(from).ClusterGetKeysInSlot(ctx, slot, 10).Result()
+	left, err := cl.NodeClient(m.from).ClusterGetKeysInSlot(ctx, m.slot, 10).Result()
 	if err != nil || len(left) != 2 {
 		t.Fatalf("keys left on the source: %q, %v", left, err)
 	}
-	if err := cl.NodeClient(from).Del(ctx, left[0]).Err(); err != nil {
+	if err := cl.NodeClient(m.from).Del(ctx, left[0]).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.MoveKeys(ctx, slot, from, to, 100, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.FinishMigration(ctx, slot, from, to); err != nil {
-		t.Fatal(err)
-	}
-	cl.WaitHealthy(time.Minute)
-	cl.WaitReplicated()
-	changed.Sweep()
-	full.Sweep()
-	got := changed.Metrics()
-	sameFiguresWithin(t, "a key deleted on its source before its slot moved", full.Metrics(), got, time.Since(began).Seconds())
+	return m
+}
+
+// compare sweeps both exporters and compares them, and the lock users
+// with the 3 keys left.
+func (m *midMigration) compare(when string) {
+	m.changed.Sweep()
+	m.full.Sweep()
+	got := m.changed.Metrics()
+	sameFiguresWithin(m.t, when, m.full.Metrics(), got, time.Since(m.began).Seconds())
 	if n := got[`slot_users_active{family="locks"}`]; n != 3 {
-		t.Errorf("slot_users_active{family=\"locks\"} = %v, want 3: one of the 4 lock keys was deleted", n)
+		m.t.Errorf("%s: slot_users_active{family=\"locks\"} = %v, want 3: one of the 4 lock keys was deleted", when, n)
 	}
 }
