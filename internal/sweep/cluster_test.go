@@ -3,6 +3,7 @@ package sweep_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"sort"
 	"strconv"
@@ -491,8 +492,31 @@ func TestClusterReshardDuringSweeps(t *testing.T) {
 	}
 	// The replicas know nothing of the migration: the source's replica
 	// no longer has the 20 keys moved, and the target's is not asked for
-	// them (the slot is still the source's). Their masters, ASK
-	// followed, have them: none is missed.
+	// them (the slot is still the source's). Their masters are asked.
+	// First the target refuses to be read: the 20 are carried.
+	deny := func(rules ...any) {
+		t.Helper()
+		if err := cl.NodeClient(to).Do(ctx, append([]any{"ACL", "SETUSER", "default"}, rules...)...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deny("-@read")
+	replica.Sweep()
+	deny("+@all")
+	mr := replica.Metrics()
+	steady(t, "mid-migration (replica), the target unreadable", mr, sets, members)
+	exportertest.Expect(t, mr, map[string]float64{
+		`slot_sets{family="streams"}`: float64(sets - 20),
+		// Users of missed keys keep their last used: a floor age must
+		// not restart because a slot was being migrated.
+		`slot_users_active{family="streams"}`: float64(sets),
+	})
+	rep = movedReports(rLogs.Take())
+	if len(rep) != 1 || rep[0].Level != slog.LevelWarn || rep[0].Attrs["missed"] != "20" {
+		t.Errorf("mid-migration replica sweep with the target unreadable should warn that 20 keys were missed, logged %+v", rep)
+	}
+	// Readable again, the masters, ASK followed, have them: none is
+	// missed.
 	replica.Sweep()
 	exact(t, "mid-migration (replica)", replica.Metrics(), sets, members)
 	rep = movedReports(rLogs.Take())
