@@ -34,6 +34,12 @@ func (c *Conn) Value() (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return c.valueOf(line)
+}
+
+// valueOf reads the rest of the reply whose first line is line.
+func (c *Conn) valueOf(line []byte) (any, error) {
+	var err error
 	switch line[0] {
 	case '+':
 		return string(line[1:]), nil
