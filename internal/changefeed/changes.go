@@ -127,7 +127,7 @@ func (f *Feed) SetFamilies(fams []Family) {
 			if fn.dirty[fam.name] == nil {
 				// A family new to this node has no complete read under
 				// its epoch yet: it reads everything first anyway.
-				fn.dirty[fam.name] = map[string]struct{}{}
+				fn.dirty[fam.name] = newNameSet()
 			}
 		}
 		for name := range fn.dirty {
@@ -187,7 +187,7 @@ type feedNode struct {
 	mu     sync.Mutex
 	epoch  int
 	broken bool
-	dirty  map[string]map[string]struct{} // by family
+	dirty  map[string]*nameSet // by family
 }
 
 // epochs are per node and only grow; a node reconnected gets a new one.
@@ -232,12 +232,8 @@ func (f *Feed) Changes(ctx context.Context, n topology.Node, family string) ([]s
 	if d == nil {
 		return nil, 0, fmt.Errorf("family %s is not tracked", family)
 	}
-	fn.dirty[family] = map[string]struct{}{}
-	keys := make([]string, 0, len(d))
-	for k := range d {
-		keys = append(keys, k)
-	}
-	return keys, fn.epoch, nil
+	fn.dirty[family] = newNameSet()
+	return d.names(), fn.epoch, nil
 }
 
 // node returns n's tracking, connecting it if needed.
@@ -313,9 +309,9 @@ func (f *Feed) connect(ctx context.Context, n topology.Node) (*feedNode, error) 
 		return fail(fmt.Errorf("CLIENT TRACKING: %w", err))
 	}
 	fn := &feedNode{addr: n.Addr, track: track, sub: sub, pings: map[string]chan struct{}{}, done: make(chan struct{}),
-		epoch: nextEpoch(), dirty: map[string]map[string]struct{}{}}
+		epoch: nextEpoch(), dirty: map[string]*nameSet{}}
 	for _, fam := range f.fams { // f.mu is held by node
-		fn.dirty[fam.name] = map[string]struct{}{}
+		fn.dirty[fam.name] = newNameSet()
 	}
 	fn.used.Store(time.Now().UnixNano())
 	sub.NoDeadline()

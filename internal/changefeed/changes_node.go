@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // One node's side of the change feed: reading its invalidations, keeping
@@ -14,62 +17,82 @@ import (
 
 // receive reads invalidations until the connection ends.
 func (f *Feed) receive(fn *feedNode) {
+	// The names of one message, gathered while it is read and added to
+	// the families' sets under one lock.
+	var batch struct {
+		buf  []byte
+		ends []int
+	}
+	gather := func(b []byte) {
+		batch.buf = append(batch.buf, b...)
+		batch.ends = append(batch.ends, len(batch.buf))
+	}
 	for {
-		v, err := fn.sub.Value()
+		batch.buf, batch.ends = batch.buf[:0], batch.ends[:0]
+		msg, err := fn.sub.ReadPush(gather)
 		if err != nil {
 			f.drop(fn, "subscription: "+err.Error())
 			return
 		}
-		msg, ok := v.([]any)
-		if !ok || len(msg) < 2 {
-			continue
-		}
-		kind, _ := msg[0].(string)
-		switch kind {
+		switch msg.Kind {
 		case "pong":
+			if msg.Len < 2 {
+				continue
+			}
 			// Answers come in order: the invalidations of every write
 			// before this PING have been read.
-			tok, _ := msg[1].(string)
 			fn.pingMu.Lock()
-			if ch, ok := fn.pings[tok]; ok {
+			if ch, ok := fn.pings[msg.Arg]; ok {
 				close(ch)
-				delete(fn.pings, tok)
+				delete(fn.pings, msg.Arg)
 			}
 			fn.pingMu.Unlock()
 		case "message":
-			if len(msg) < 3 {
+			if msg.Len < 3 {
 				continue
 			}
-			keys, isList := msg[2].([]any)
-			if !isList {
+			if !msg.List {
 				// No key: FLUSHALL or FLUSHDB. Everything is read again.
 				fn.mu.Lock()
 				fn.epoch = nextEpoch()
 				for name := range fn.dirty {
-					fn.dirty[name] = map[string]struct{}{}
+					fn.dirty[name] = newNameSet()
 				}
 				fn.mu.Unlock()
 				continue
 			}
 			f.messages.Add(1)
-			f.names.Add(uint64(len(keys)))
+			f.names.Add(uint64(len(batch.ends)))
 			fams := f.families()
 			fn.mu.Lock()
-			for _, k := range keys {
-				key, _ := k.(string)
-				if !f.shard.Owns(key) {
+			start := 0
+			for _, end := range batch.ends {
+				key := batch.buf[start:end]
+				start = end
+				if !f.shard.Owns(unsafe.String(unsafe.SliceData(key), len(key))) {
 					continue
 				}
+				var h uint64
 				for _, fam := range fams {
-					if d := fn.dirty[fam.name]; d != nil && fam.re.MatchString(key) {
-						d[key] = struct{}{}
+					if d := fn.dirty[fam.name]; d != nil && fam.re.Match(key) {
+						if h == 0 {
+							h = xxhash.Sum64(key)
+						}
+						d.add(key, h)
 					}
 				}
 			}
 			fn.mu.Unlock()
 		}
+		if cap(batch.buf) > maxBatch {
+			// One huge key name must not stay allocated.
+			batch.buf = nil
+		}
 	}
 }
+
+// maxBatch bounds the buffer receive keeps for the names of a message.
+const maxBatch = 1 << 20
 
 // keepAlive pings the tracking connection: tracking ends with it, and
 // without the push messages of RESP3 nothing else would tell.

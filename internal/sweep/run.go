@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -287,7 +288,7 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 			// The feed has named it already (a replica mid-migration
 			// reads it as gone on the node it left, and is redirected
 			// on the other): read it every sweep until it is read.
-			st.volatile[kr.Key] = struct{}{}
+			st.volatile[strings.Clone(kr.Key)] = struct{}{}
 		}
 		if user, ok := f.cfg.UserOf(kr.Key); ok {
 			st.floor.Keep(xxhash.Sum64String(user), user)
@@ -349,5 +350,7 @@ func (f *family) track(run *sweepRun, kr *redisread.KeyRead) {
 		return
 	}
 	run.replayer.Forget(kh)
-	st.volatile[kr.Key] = struct{}{}
+	// A copy: a key name from the change feed points into a chunk of
+	// many names, which keeping it would keep whole (changefeed.nameSet).
+	st.volatile[strings.Clone(kr.Key)] = struct{}{}
 }

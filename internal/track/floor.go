@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"slices"
+	"strings"
 
 	"github.com/slotexporter/slot_exporter/internal/keytable"
 )
@@ -112,7 +113,10 @@ func (f *FloorTracker) name(h uint64, u *userRec) string {
 func (f *FloorTracker) setName(h uint64, u *userRec, name string) {
 	if len(name) >= longName {
 		u.bits |= recLongName
-		f.long[h] = name
+		// A copy: the name may be part of a larger buffer (a key name
+		// from the change feed points into a chunk of many), which
+		// keeping it would keep whole.
+		f.long[h] = strings.Clone(name)
 		return
 	}
 	u.name, u.nameLen = f.names.add(name), uint16(len(name))
