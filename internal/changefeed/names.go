@@ -34,11 +34,12 @@ type nameRef struct {
 }
 
 const (
-	nameChunk = 64 << 10
+	nameChunk  = 64 << 10
+	firstChunk = 1 << 10
 	// A name longer than this gets a chunk of its own, so that one huge
 	// key name cannot waste most of a chunk.
 	longKeyName = nameChunk / 8
-	minIndex    = 1024
+	minIndex    = 64
 )
 
 func newNameSet() *nameSet { return &nameSet{cur: -1} }
@@ -76,8 +77,14 @@ func (s *nameSet) store(name []byte, tag uint32) nameRef {
 		s.chunks = append(s.chunks, bytes.Clone(name))
 		return nameRef{tag: tag, chunk: uint32(len(s.chunks) - 1), n: uint32(len(name))}
 	}
-	if s.cur < 0 || s.used+len(name) > nameChunk {
-		s.chunks = append(s.chunks, make([]byte, nameChunk))
+	if s.cur < 0 || s.used+len(name) > len(s.chunks[s.cur]) {
+		// The first chunks are small: most sets hold a few names (a
+		// family that hardly changes, a sweep every few seconds).
+		size := firstChunk
+		if s.cur >= 0 {
+			size = min(nameChunk, 2*len(s.chunks[s.cur]))
+		}
+		s.chunks = append(s.chunks, make([]byte, max(size, len(name))))
 		s.cur, s.used = len(s.chunks)-1, 0
 	}
 	off := s.used

@@ -21,6 +21,8 @@ func TestNameSet(t *testing.T) {
 	for i := range 50000 {
 		name := fmt.Sprintf("slots:user:%d", i)
 		switch i {
+		case 3:
+			name = strings.Repeat("m", longKeyName) // longer than the first chunks
 		case 7:
 			name = ""
 		case 100, 20000:
