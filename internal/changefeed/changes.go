@@ -4,6 +4,7 @@
 package changefeed
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -78,6 +79,24 @@ type Family struct {
 type feedFamily struct {
 	name string
 	re   *regexp.Regexp
+	// prefix, when the pattern is only a literal prefix and "*" (most
+	// are): the regexp was 5% of the exporter's CPU at 25% of 1M slot
+	// sets written, matching names whose prefix tracking had matched.
+	prefix     []byte
+	prefixOnly bool
+}
+
+func newFeedFamily(fam Family) *feedFamily {
+	p := literalPrefix(fam.Match)
+	return &feedFamily{name: fam.Name, re: fam.Re, prefix: []byte(p), prefixOnly: fam.Match == p+"*"}
+}
+
+// matches reports whether a key named by an invalidation is the family's.
+func (ff *feedFamily) matches(key []byte) bool {
+	if ff.prefixOnly {
+		return bytes.HasPrefix(key, ff.prefix)
+	}
+	return ff.re.Match(key)
 }
 
 // ErrNoTracking says that a node cannot track changes (Redis before 6.0,
@@ -90,7 +109,7 @@ func New(fams []Family, shard topology.Shard, logger *slog.Logger) *Feed {
 	f := &Feed{logger: logger, shard: shard, nodes: map[string]*feedNode{},
 		refused: map[string]time.Time{}, warned: map[string]bool{}, idle: 30 * time.Minute}
 	for _, fam := range fams {
-		f.fams = append(f.fams, &feedFamily{name: fam.Name, re: fam.Re})
+		f.fams = append(f.fams, newFeedFamily(fam))
 		f.prefixes = append(f.prefixes, literalPrefix(fam.Match))
 	}
 	f.prefixes = coverPrefixes(f.prefixes)
@@ -107,7 +126,7 @@ func (f *Feed) Covers(other *Feed) bool {
 func (f *Feed) SetFamilies(fams []Family) {
 	var fs []*feedFamily
 	for _, fam := range fams {
-		fs = append(fs, &feedFamily{name: fam.Name, re: fam.Re})
+		fs = append(fs, newFeedFamily(fam))
 	}
 	f.mu.Lock()
 	f.fams = fs

@@ -2,11 +2,14 @@ package changefeed
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/slotexporter/slot_exporter/config"
 )
 
 // TestNameSet: each name once, in the order first named, through the
@@ -56,4 +59,29 @@ func firstDiff(a, b []string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestFamilyMatches: a pattern that is a literal prefix and * is matched
+// by its prefix, others by their regexp; either way as the pattern's
+// regexp matches, for keys with newlines and bytes that are not UTF-8.
+func TestFamilyMatches(t *testing.T) {
+	keys := []string{"", "a", "a:", "a:1", "a:\n", "a:\xff", "b:1", "a:x:b", "a*", `a\*`, "ab"}
+	for _, c := range []struct {
+		match      string
+		prefixOnly bool
+	}{{"a:*", true}, {"*", true}, {"a:*:b", false}, {`a\*`, false}, {"a[:b]*", false}, {"a:?", false}, {"a*", true}} {
+		src, _, err := config.GlobToRegexp(c.match)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ff := newFeedFamily(Family{Name: "f", Match: c.match, Re: regexp.MustCompile(src)})
+		if ff.prefixOnly != c.prefixOnly {
+			t.Errorf("%q: prefixOnly %v, want %v", c.match, ff.prefixOnly, c.prefixOnly)
+		}
+		for _, k := range keys {
+			if got, want := ff.matches([]byte(k)), ff.re.MatchString(k); got != want {
+				t.Errorf("%q against %q: %v, its regexp says %v", c.match, k, got, want)
+			}
+		}
+	}
 }
