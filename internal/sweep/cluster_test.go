@@ -512,8 +512,9 @@ func TestClusterReshardDuringSweeps(t *testing.T) {
 		`slot_users_active{family="streams"}`: float64(sets),
 	})
 	rep = movedReports(rLogs.Take())
-	if len(rep) != 1 || rep[0].Level != slog.LevelWarn || rep[0].Attrs["missed"] != "20" {
-		t.Errorf("mid-migration replica sweep with the target unreadable should warn that 20 keys were missed, logged %+v", rep)
+	if len(rep) != 1 || rep[0].Level != slog.LevelWarn || rep[0].Attrs["missed"] != "20" ||
+		!strings.Contains(rep[0].Attrs["masters_err"], "NOPERM") {
+		t.Errorf("mid-migration replica sweep with the target unreadable should warn that 20 keys were missed, and why (the master's NOPERM); logged %+v", rep)
 	}
 	// Readable again, the masters, ASK followed, have them: none is
 	// missed.

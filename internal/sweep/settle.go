@@ -93,7 +93,7 @@ func (f *family) rereadMoved(ctx context.Context, st *sweepRun) {
 		step = 1000
 	}
 	rc := f.s.topo.Router()
-	var err error
+	var err, mastersErr error
 	st.rereading = true
 	for i := 0; i < len(keys); i += step {
 		batch := keys[i:min(i+step, len(keys))]
@@ -108,7 +108,9 @@ func (f *family) rereadMoved(ctx context.Context, st *sweepRun) {
 			}
 		}
 		if err == nil && f.s.topo.ReadsReplicas() {
-			f.askMasters(ctx, st, reads)
+			if merr := f.askMasters(ctx, st, reads); merr != nil {
+				mastersErr = merr
+			}
 		}
 		for j := range reads {
 			f.apply(st, &reads[j])
@@ -123,6 +125,11 @@ func (f *family) rereadMoved(ctx context.Context, st *sweepRun) {
 	if err != nil {
 		args = append(args, "err", err)
 	}
+	if mastersErr != nil {
+		// The replicas answered, their masters did not: the ACL of
+		// read_from: replica is the masters' too.
+		args = append(args, "masters_err", mastersErr)
+	}
 	f.log().Warn("keys moved between cluster nodes mid-sweep; some unreadable, carried", args...)
 }
 
@@ -135,8 +142,8 @@ func (f *family) rereadMoved(ctx context.Context, st *sweepRun) {
 // as "could not be read" instead, such a key kept its user one sweep too
 // long once the migration was over (TestClusterReplicaKeyGoneBeforeItsSlotMoved),
 // and for as long as the migration lasted before that. What the masters
-// cannot answer either is carried.
-func (f *family) askMasters(ctx context.Context, st *sweepRun, reads []redisread.KeyRead) {
+// cannot answer either is carried, and why is returned.
+func (f *family) askMasters(ctx context.Context, st *sweepRun, reads []redisread.KeyRead) error {
 	var gone []string
 	var at []int
 	for j := range reads {
@@ -146,7 +153,7 @@ func (f *family) askMasters(ctx context.Context, st *sweepRun, reads []redisread
 		}
 	}
 	if len(gone) == 0 {
-		return
+		return nil
 	}
 	again, err := f.s.reader.ReadBatch(ctx, f.s.topo.Masters(), st.plan, gone)
 	for i, j := range at {
@@ -156,4 +163,5 @@ func (f *family) askMasters(ctx context.Context, st *sweepRun, reads []redisread
 		}
 		reads[j] = again[i]
 	}
+	return err
 }
