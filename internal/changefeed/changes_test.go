@@ -123,3 +123,46 @@ func TestChangesIdleNodeDropped(t *testing.T) {
 		t.Errorf("%s asked about again: epoch %d, %v; want a new epoch (its changes meanwhile were not kept)", left.Addr, epoch, err)
 	}
 }
+
+// TestChangesHugeKeyName: a key name longer than the feed's read buffer
+// (64 KB) and than its message buffer (1 MB) is named whole, beside
+// ordinary ones written in the same transaction (one invalidation).
+func TestChangesHugeKeyName(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	fams := []Family{{Name: "f", Match: "k:*", Re: regexp.MustCompile(`^k:`)}}
+	feed := New(fams, topology.Shard{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(feed.Close)
+	n := topology.Node{Addr: srv.Addr, C: rc}
+	if _, _, err := feed.Changes(ctx, n, "f"); err != nil {
+		t.Fatal(err)
+	}
+	huge := "k:" + strings.Repeat("h", 2<<20)
+	want := []string{"k:a", huge, "k:b"}
+	pipe := rc.TxPipeline()
+	for _, k := range want {
+		pipe.Set(ctx, k, 1, 0)
+	}
+	pipe.Set(ctx, "other", 1, 0)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys, _, err := feed.Changes(ctx, n, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	slices.Sort(want)
+	if !slices.Equal(keys, want) {
+		t.Errorf("named %d keys (lengths %v), want %d (lengths %v)", len(keys), lens(keys), len(want), lens(want))
+	}
+}
+
+func lens(ss []string) []int {
+	var out []int
+	for _, s := range ss {
+		out = append(out, len(s))
+	}
+	return out
+}
