@@ -52,15 +52,8 @@ func (c *Conn) valueOf(line []byte) (any, error) {
 		}
 		return n, nil
 	case '$':
-		n, ok := parseInt(line[1:])
-		if !ok {
-			return nil, fmt.Errorf("%w: %q", errProtocol, line)
-		}
-		if n < 0 {
-			return nil, nil
-		}
-		b, err := c.bulkBody(int(n))
-		if err != nil {
+		b, err := c.bulkOf(line)
+		if b == nil || err != nil {
 			return nil, err
 		}
 		return string(b), nil

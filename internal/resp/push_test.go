@@ -59,3 +59,34 @@ func TestReadPush(t *testing.T) {
 		t.Error("read past the end of the stream without an error")
 	}
 }
+
+// TestValue: bulk strings through Value, which shares ReadPush's bulk
+// reading: empty is "", null is nil, and one longer than the reader's
+// buffer is whole.
+func TestValue(t *testing.T) {
+	long := strings.Repeat("v", 100<<10)
+	client, server := net.Pipe()
+	t.Cleanup(func() { _ = client.Close() })
+	go func() {
+		_, _ = server.Write([]byte("$0\r\n\r\n$-1\r\n*2\r\n$3\r\nabc\r\n$102400\r\n" + long + "\r\n"))
+		_ = server.Close()
+	}()
+	c := NewConn(client, 10*time.Second)
+	for i, want := range []any{"", nil, []any{"abc", long}} {
+		v, err := c.Value()
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		switch w := want.(type) {
+		case []any:
+			got, ok := v.([]any)
+			if !ok || len(got) != 2 || got[0] != w[0] || got[1] != w[1] {
+				t.Errorf("reply %d: %T of %d, want the array [abc, %d bytes]", i, v, len(got), len(long))
+			}
+		default:
+			if v != want {
+				t.Errorf("reply %d: %#v, want %#v", i, v, want)
+			}
+		}
+	}
+}
