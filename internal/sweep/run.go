@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -288,7 +287,7 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 			// The feed has named it already (a replica mid-migration
 			// reads it as gone on the node it left, and is redirected
 			// on the other): read it every sweep until it is read.
-			st.volatile[strings.Clone(kr.Key)] = struct{}{}
+			st.readEverySweep(kr.Key)
 		}
 		if user, ok := f.cfg.UserOf(kr.Key); ok {
 			st.floor.Keep(xxhash.Sum64String(user), user)
@@ -350,7 +349,5 @@ func (f *family) track(run *sweepRun, kr *redisread.KeyRead) {
 		return
 	}
 	run.replayer.Forget(kh)
-	// A copy: a key name from the change feed points into a chunk of
-	// many names, which keeping it would keep whole (changefeed.nameSet).
-	st.volatile[strings.Clone(kr.Key)] = struct{}{}
+	st.readEverySweep(kr.Key)
 }

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -89,6 +90,11 @@ func newState(f *config.Family, s *config.Sampling) (*state, error) {
 }
 
 // handOver gives the new sweeper this state, reconfigured for f and s.
+// readEverySweep adds key to the keys read every sweep. A copy: a key
+// name from the change feed points into a chunk of many names, which
+// keeping it would keep whole (changefeed.nameSet).
+func (st *state) readEverySweep(key string) { st.volatile[strings.Clone(key)] = struct{}{} }
+
 func (st *state) handOver(f *config.Family, s *config.Sampling) *state {
 	st.tracker.Reconfigure(f, s)
 	st.setBudget(s.MaxKeysPerSecond)
