@@ -146,7 +146,7 @@ func (f *Feed) SetFamilies(fams []Family) {
 			if fn.dirty[fam.name] == nil {
 				// A family new to this node has no complete read under
 				// its epoch yet: it reads everything first anyway.
-				fn.dirty[fam.name] = newNameSet()
+				fn.dirty[fam.name] = newNameSet(string(fam.prefix))
 			}
 		}
 		for name := range fn.dirty {
@@ -227,32 +227,32 @@ func nextEpoch() int {
 // may have been lost (a new or broken connection, a flush): a family
 // whose last complete read was under another epoch must read everything.
 // ErrNoTracking: this node's keys must be read every sweep.
-func (f *Feed) Changes(ctx context.Context, n topology.Node, family string) ([]string, int, error) {
+func (f *Feed) Changes(ctx context.Context, n topology.Node, family string) (Names, int, error) {
 	fn, err := f.node(ctx, n)
 	if err != nil {
-		return nil, 0, err
+		return Names{}, 0, err
 	}
 	fn.used.Store(time.Now().UnixNano())
 	if err := fn.barrier(ctx); err != nil {
 		if ctx.Err() != nil {
 			// The sweep ended (a reload, its timeout), not the
 			// connection: a late answer to this PING is ignored.
-			return nil, 0, ctx.Err()
+			return Names{}, 0, ctx.Err()
 		}
 		f.drop(fn, "barrier: "+err.Error())
-		return nil, 0, fmt.Errorf("%w: node %s: %v", ErrNoTracking, n.Addr, err)
+		return Names{}, 0, fmt.Errorf("%w: node %s: %v", ErrNoTracking, n.Addr, err)
 	}
 	fn.mu.Lock()
 	defer fn.mu.Unlock()
 	if fn.broken {
-		return nil, 0, fmt.Errorf("%w: node %s: connection lost", ErrNoTracking, n.Addr)
+		return Names{}, 0, fmt.Errorf("%w: node %s: connection lost", ErrNoTracking, n.Addr)
 	}
 	d := fn.dirty[family]
 	if d == nil {
-		return nil, 0, fmt.Errorf("family %s is not tracked", family)
+		return Names{}, 0, fmt.Errorf("family %s is not tracked", family)
 	}
-	fn.dirty[family] = newNameSet()
-	return d.names(), fn.epoch, nil
+	fn.dirty[family] = d.next()
+	return Names{d}, fn.epoch, nil
 }
 
 // node returns n's tracking, connecting it if needed.
@@ -330,7 +330,7 @@ func (f *Feed) connect(ctx context.Context, n topology.Node) (*feedNode, error) 
 	fn := &feedNode{addr: n.Addr, track: track, sub: sub, pings: map[string]chan struct{}{}, done: make(chan struct{}),
 		epoch: nextEpoch(), dirty: map[string]*nameSet{}}
 	for _, fam := range f.fams { // f.mu is held by node
-		fn.dirty[fam.name] = newNameSet()
+		fn.dirty[fam.name] = newNameSet(string(fam.prefix))
 	}
 	fn.used.Store(time.Now().UnixNano())
 	sub.NoDeadline()

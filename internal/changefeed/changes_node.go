@@ -55,8 +55,8 @@ func (f *Feed) receive(fn *feedNode) {
 				// No key: FLUSHALL or FLUSHDB. Everything is read again.
 				fn.mu.Lock()
 				fn.epoch = nextEpoch()
-				for name := range fn.dirty {
-					fn.dirty[name] = newNameSet()
+				for name, d := range fn.dirty {
+					fn.dirty[name] = d.next()
 				}
 				fn.mu.Unlock()
 				continue

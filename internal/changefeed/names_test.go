@@ -13,43 +13,80 @@ import (
 )
 
 // TestNameSet: each name once, in the order first named, through the
-// index's growth, with names longer than a chunk and an empty one; and
-// the strings handed out must keep their bytes while the set goes on
+// index's growth, with names longer than a chunk, an empty one, the
+// prefix alone and names without the set's prefix; each found by Index;
+// and the strings handed out must keep their bytes while the set goes on
 // filling (the next sweep's names are gathered while this one reads).
 func TestNameSet(t *testing.T) {
-	s := newNameSet()
-	add := func(name string) { s.add([]byte(name), xxhash.Sum64String(name)) }
-	var want []string
-	long := strings.Repeat("L", nameChunk+1)
-	for i := range 50000 {
-		name := fmt.Sprintf("slots:user:%d", i)
-		switch i {
-		case 3:
-			name = strings.Repeat("m", longKeyName) // longer than the first chunks
-		case 7:
-			name = ""
-		case 100, 20000:
-			name = long + fmt.Sprint(i)
-		}
-		want = append(want, name)
-		add(name)
-		if i%3 == 0 {
-			add(want[i/2]) // named again
-		}
+	for _, prefix := range []string{"", "slots:"} {
+		t.Run(fmt.Sprintf("prefix %q", prefix), func(t *testing.T) {
+			s := newNameSet(prefix)
+			add := func(name string) { s.add([]byte(name), xxhash.Sum64String(name)) }
+			var want []string
+			long := strings.Repeat("L", nameChunk+1)
+			for i := range 50000 {
+				name := fmt.Sprintf("slots:user:%d", i)
+				switch i {
+				case 3:
+					name = strings.Repeat("m", longKeyName) // longer than the first chunks
+				case 5:
+					name = "slots:" + strings.Repeat("m", longKeyName) // as long, past the prefix
+				case 7:
+					name = ""
+				case 8:
+					name = "slots:"
+				case 9:
+					name = "slots" // a part of the prefix
+				case 10:
+					name = "user:11" // what the prefix leaves of the next name
+				case 100, 20000:
+					name = long + fmt.Sprint(i)
+				case 200, 20001:
+					name = "slots:" + long + fmt.Sprint(i)
+				}
+				want = append(want, name)
+				add(name)
+				if i%3 == 0 {
+					add(want[i/2]) // named again
+				}
+			}
+			got := namesOf(Names{s})
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d names, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+			}
+			for i, name := range want {
+				if at := (Names{s}).Index(name); at != i {
+					t.Fatalf("Index(%.20q) = %d, want %d", name, at, i)
+				}
+			}
+			for _, name := range []string{"slots:user:50000", "user:12", "slots:user:", "slot", long} {
+				if at := (Names{s}).Index(name); at != -1 {
+					t.Errorf("Index(%.20q) = %d of a name never added", name, at)
+				}
+			}
+			for i := range 50000 {
+				add(fmt.Sprintf("other:%d", i))
+			}
+			if !slices.Equal(got, want) {
+				t.Fatal("the names handed out changed while the set went on filling")
+			}
+			if n := (Names{s}).Len(); n != 100000 {
+				t.Errorf("%d names after 50000 more, want 100000", n)
+			}
+		})
 	}
-	got := s.names()
-	if !slices.Equal(got, want) {
-		t.Fatalf("%d names, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+	if n := (Names{}).Len(); n != 0 || (Names{}).Index("a") != -1 {
+		t.Errorf("no names: Len %d", n)
 	}
-	for i := range 50000 {
-		add(fmt.Sprintf("other:%d", i))
+}
+
+// namesOf is every name of n, in order.
+func namesOf(n Names) []string {
+	out := make([]string, n.Len())
+	for i := range out {
+		out[i] = n.At(i)
 	}
-	if !slices.Equal(got, want) {
-		t.Fatal("the names handed out changed while the set went on filling")
-	}
-	if n := len(s.names()); n != 100000 {
-		t.Errorf("%d names after 50000 more, want 100000", n)
-	}
+	return out
 }
 
 func firstDiff(a, b []string) int {

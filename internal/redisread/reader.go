@@ -216,6 +216,29 @@ func (rd *Reader) ReadKeys(ctx context.Context, c redis.Cmdable, p *Plan, keys [
 // ReadKeysFrom is ReadKeys going on from pos (nil: from the start,
 // untracked): keys must be the same list each time.
 func (rd *Reader) ReadKeysFrom(ctx context.Context, c redis.Cmdable, p *Plan, keys []string, pos *Progress, out chan<- []KeyRead) error {
+	return rd.ReadListFrom(ctx, c, p, KeySlice(keys), pos, out)
+}
+
+// KeyList is a list of key names to read. A sweep's changed keys are
+// hundreds of thousands when the reads fall behind the writes: the list
+// makes strings of a batch at a time, rather than holding one for every
+// name (16 bytes each, beside the name).
+type KeyList interface {
+	Len() int
+	At(i int) string
+}
+
+// KeySlice is a KeyList of strings.
+type KeySlice []string
+
+// Len is the number of keys.
+func (k KeySlice) Len() int { return len(k) }
+
+// At is key i.
+func (k KeySlice) At(i int) string { return k[i] }
+
+// ReadListFrom is ReadKeysFrom for a KeyList.
+func (rd *Reader) ReadListFrom(ctx context.Context, c redis.Cmdable, p *Plan, keys KeyList, pos *Progress, out chan<- []KeyRead) error {
 	if pos != nil && pos.Done {
 		return nil
 	}
@@ -224,17 +247,28 @@ func (rd *Reader) ReadKeysFrom(ctx context.Context, c redis.Cmdable, p *Plan, ke
 		step = 1000
 	}
 	if p.Shard.Count > 1 {
-		keys = p.Shard.Filter(slices.Clone(keys))
+		owned := make([]string, 0, keys.Len()/p.Shard.Count)
+		for i := range keys.Len() {
+			if k := keys.At(i); p.Shard.Owns(k) {
+				owned = append(owned, k)
+			}
+		}
+		keys = KeySlice(owned)
 	}
+	start := 0
 	if pos != nil {
-		keys = keys[min(pos.Offset, len(keys)):]
+		start = min(pos.Offset, keys.Len())
 	}
 	pages := make(chan page)
 	go func() {
 		defer close(pages)
-		for i := 0; i < len(keys); i += step {
+		for i := start; i < keys.Len(); i += step {
+			pg := make([]string, min(step, keys.Len()-i))
+			for j := range pg {
+				pg[j] = keys.At(i + j)
+			}
 			select {
-			case pages <- page{keys: keys[i:min(i+step, len(keys))]}:
+			case pages <- page{keys: pg}:
 			case <-ctx.Done():
 				return
 			}

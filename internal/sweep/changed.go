@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 
+	"github.com/slotexporter/slot_exporter/internal/changefeed"
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/topology"
@@ -43,7 +45,7 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 		st.synced = nil
 	}
 	epochs := make(map[string]int, len(nodes))
-	changed := make(map[string][]string, len(nodes))
+	changed := make(map[string]*changedKeys, len(nodes))
 	full := len(st.synced) != len(nodes)
 	for _, n := range nodes {
 		keys, epoch, err := feed.Changes(ctx, n, f.cfg.Name)
@@ -52,7 +54,7 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 			st.synced = nil
 			return
 		}
-		epochs[n.Addr], changed[n.Addr] = epoch, keys
+		epochs[n.Addr], changed[n.Addr] = epoch, &changedKeys{named: keys}
 		if e, ok := st.synced[n.Addr]; !ok || e != epoch {
 			full = true
 		}
@@ -80,8 +82,13 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 		// the reconciliation, readChanged): on one server the reads of
 		// a sweep overlap in nothing, and the sweep needs no set of
 		// every key it applies to find the keys it read twice.
-		for addr, keys := range changed {
-			changed[addr] = slices.DeleteFunc(keys, func(k string) bool { _, ok := st.volatile[k]; return ok })
+		for _, keys := range changed {
+			for k := range st.volatile {
+				if i := keys.named.Index(k); i >= 0 {
+					keys.skip = append(keys.skip, i)
+				}
+			}
+			slices.Sort(keys.skip)
 		}
 	}
 	if fs := f.sampling.FullScanInterval; fs > 0 {
@@ -131,25 +138,45 @@ func (f *family) readChanged(ctx context.Context, run *sweepRun, n topology.Node
 				break
 			}
 		}
-		for _, k := range keys {
-			delete(unnamed, k) // named by the feed already
-		}
 		for _, k := range run.volatile {
 			delete(unnamed, k) // read every sweep
 		}
-		keys = slices.Grow(keys, len(unnamed))
+		var more []string
 		for _, k := range scanned {
-			if _, ok := unnamed[k]; ok {
-				keys = append(keys, k)
+			if _, ok := unnamed[k]; ok && keys.named.Index(k) < 0 { // not named by the feed already
+				more = append(more, k)
 			}
 		}
 		run.cursorMu.Lock()
 		st.cursor[n.Addr] = cursor
-		run.changed[n.Addr], run.reconciled[n.Addr] = keys, true
+		keys.more, run.reconciled[n.Addr] = more, true
 		run.cursorMu.Unlock()
 	}
-	if len(keys) == 0 {
+	if keys.Len() == 0 {
 		return nil
 	}
-	return f.s.reader.ReadKeysFrom(ctx, n.C, run.plan, keys, run.progress[n.Addr], out)
+	return f.s.reader.ReadListFrom(ctx, n.C, run.plan, keys, run.progress[n.Addr], out)
+}
+
+// changedKeys are the keys a sweep reads of a node as changed: the names
+// the feed handed over, less the keys read every sweep (which it reads
+// apart), and the reconciliation's keys the feed did not name. The
+// names stay the feed's: a list of them all as strings was 16 bytes a
+// name, and up to every key when the reads fall behind the writes.
+type changedKeys struct {
+	named changefeed.Names
+	skip  []int // numbers of named keys read every sweep, ascending
+	more  []string
+}
+
+func (c *changedKeys) Len() int { return c.named.Len() - len(c.skip) + len(c.more) }
+
+// At is key i: named key i + k, where k is the number of keys skipped
+// up to there (skip[j] - j grows with j, so a search finds it).
+func (c *changedKeys) At(i int) string {
+	if named := c.named.Len() - len(c.skip); i >= named {
+		return c.more[i-named]
+	}
+	k := sort.Search(len(c.skip), func(j int) bool { return c.skip[j]-j > i })
+	return c.named.At(i + k)
 }

@@ -37,7 +37,7 @@ type sweepRun struct {
 	// tracking is on; changed are the keys to read per node when this
 	// sweep reads only what changed (nil: every key).
 	replayer kind.Replayer
-	changed  map[string][]string
+	changed  map[string]*changedKeys
 	volatile []string
 	quota    int
 	cursorMu sync.Mutex
