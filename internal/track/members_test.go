@@ -124,18 +124,43 @@ func TestMemberTrackerMatchesMap(t *testing.T) {
 			// Every remaining member must still be found from its home.
 			for h := range ref.m {
 				hh := slotHash(h, h>>3%97)
-				if s := tr.find(hh); s.h != hh {
+				if s := tr.part(hh).find(hh); s.h != hh {
 					t.Fatalf("seed %d sweep %d: member %x unreachable after deletions", seed, sweep, h)
 				}
 			}
-			if len(tr.slots) > 0 && tr.slots[0].h != 0 && tr.home(tr.slots[0].h) != 0 {
-				wrapped++
+			for _, p := range tr.parts {
+				if len(p.slots) > 0 && p.slots[0].h != 0 && p.home(p.slots[0].h) != 0 {
+					wrapped++
+				}
+			}
+			// Each part holds what it counts, at most maxLoad full,
+			// and no slots while empty.
+			total := 0
+			for pi, p := range tr.parts {
+				held := 0
+				for _, s := range p.slots {
+					if s.h != 0 {
+						held++
+						if int(s.h%memberParts) != pi {
+							t.Fatalf("seed %d sweep %d: member %x in part %d", seed, sweep, s.h, pi)
+						}
+					}
+				}
+				if held != p.n || float64(p.n) > maxLoad*float64(len(p.slots)) || p.n == 0 && p.slots != nil {
+					t.Fatalf("seed %d sweep %d: part %d holds %d, counts %d, in %d slots", seed, sweep, pi, held, p.n, len(p.slots))
+				}
+				total += p.n
+			}
+			if total != tr.Len() {
+				t.Fatalf("seed %d sweep %d: parts hold %d, Len %d", seed, sweep, total, tr.Len())
 			}
 			// Exactly the generations that members refer to keep a time.
 			refs := map[uint32]bool{tr.gen: true}
-			for _, s := range tr.slots {
-				if s.h != 0 {
-					refs[s.first], refs[s.gen()] = true, true
+			for _, p := range tr.parts {
+				for _, s := range p.slots {
+					if s.h != 0 {
+						refs[s.first], refs[s.gen()] = true, true
+					}
 				}
 			}
 			if len(refs) != len(tr.genTime) {
@@ -153,7 +178,14 @@ func TestMemberTrackerShrinks(t *testing.T) {
 	for i := range 100_000 {
 		tr.Observe(uint64(i)*0x9E3779B97F4A7C15, 1, 3000, 1000, bp(&rules, 1000), &rules)
 	}
-	big := len(tr.slots)
+	slots := func() int {
+		n := 0
+		for _, p := range tr.parts {
+			n += len(p.slots)
+		}
+		return n
+	}
+	big := slots()
 	if float64(tr.Len()) > maxLoad*float64(big) {
 		t.Fatalf("load %d/%d above %v", tr.Len(), big, maxLoad)
 	}
@@ -164,8 +196,8 @@ func TestMemberTrackerShrinks(t *testing.T) {
 	if e.Count[OutcomeReleased] != 99_990 || tr.Len() != 10 {
 		t.Fatalf("ended %+v, %d left", e, tr.Len())
 	}
-	if len(tr.slots) >= big/100 {
-		t.Fatalf("table kept %d slots for %d members", len(tr.slots), tr.Len())
+	if slots() >= big/100 {
+		t.Fatalf("table kept %d slots for %d members", slots(), tr.Len())
 	}
 	// The survivors were first seen at 1000 and last at 2000.
 	if len(tr.genTime) != 2 {
