@@ -216,7 +216,7 @@ func (rd *Reader) ReadKeys(ctx context.Context, c redis.Cmdable, p *Plan, keys [
 // ReadKeysFrom is ReadKeys going on from pos (nil: from the start,
 // untracked): keys must be the same list each time.
 func (rd *Reader) ReadKeysFrom(ctx context.Context, c redis.Cmdable, p *Plan, keys []string, pos *Progress, out chan<- []KeyRead) error {
-	return rd.ReadListFrom(ctx, c, p, KeySlice(keys), pos, out)
+	return rd.ReadListFrom(ctx, c, p, keySlice(keys), pos, out)
 }
 
 // KeyList is a list of key names to read. A sweep's changed keys are
@@ -228,14 +228,14 @@ type KeyList interface {
 	At(i int) string
 }
 
-// KeySlice is a KeyList of strings.
-type KeySlice []string
+// keySlice is a KeyList of strings.
+type keySlice []string
 
 // Len is the number of keys.
-func (k KeySlice) Len() int { return len(k) }
+func (k keySlice) Len() int { return len(k) }
 
 // At is key i.
-func (k KeySlice) At(i int) string { return k[i] }
+func (k keySlice) At(i int) string { return k[i] }
 
 // ReadListFrom is ReadKeysFrom for a KeyList.
 func (rd *Reader) ReadListFrom(ctx context.Context, c redis.Cmdable, p *Plan, keys KeyList, pos *Progress, out chan<- []KeyRead) error {
@@ -253,7 +253,7 @@ func (rd *Reader) ReadListFrom(ctx context.Context, c redis.Cmdable, p *Plan, ke
 				owned = append(owned, k)
 			}
 		}
-		keys = KeySlice(owned)
+		keys = keySlice(owned)
 	}
 	start := 0
 	if pos != nil {
