@@ -123,13 +123,15 @@ type edgeWindow struct{ lo, hi int64 }
 // newTimeEdges: with ttl 6s and stale_after 2s, a member scored n+s is
 // live until n+s-4s, stale until n+s, expired after (members are scored
 // n+5s, n+9s to n+9.5s and n+60s); leases run 2s, 5s and 12s, rate
-// windows 1.8s, slot-set keys 20s. A rate key's PTTL falls to the
-// family's 2s window at -200 (its TTL is 1.8s counted from n): before
-// then it counts as ttl_beyond_window (CI saw a round of sweeps taken
-// across that moment).
+// windows 1.8s, slot-set keys 20s. A rate key (its TTL is 1.8s counted
+// from n) counts as ttl_beyond_window while its PTTL is above the
+// family's 2s window plus the 1s margin: until -1200. Its PTTL falls to
+// the window itself at -200. With only -200 here, a round of sweeps
+// taken across -1200 on a busy machine was compared: the change-driven
+// exporter still counted 52 keys beyond, the full read after it 0.
 func newTimeEdges(now func() int64, n int64) *timeEdges {
 	e := &timeEdges{now: now, n: n}
-	for _, at := range []int64{-200, 1000, 1800, 2000, 5000, 5100, 5200, 5500, 9000, 9100, 9200, 9500, 12000, 20000, 56000, 60000} {
+	for _, at := range []int64{-1200, -200, 1000, 1800, 2000, 5000, 5100, 5200, 5500, 9000, 9100, 9200, 9500, 12000, 20000, 56000, 60000} {
 		e.ws = append(e.ws, edgeWindow{at - 800, at + 300})
 	}
 	return e
