@@ -84,10 +84,10 @@ func (s *nameSet) bytesOf(r nameRef) []byte {
 	return c[off : off+int(r&refLen)]
 }
 
-// find returns the index position of name (hash h), and whether it is
-// there; if not, the position is the free one where it belongs.
-func (s *nameSet) find(name []byte, h uint64) (int, bool) {
-	part, whole := s.stored(name)
+// find returns the index position of the name stored as part with
+// flags whole (stored), whose hash is h, and whether it is there; if
+// not, the position is the free one where it belongs.
+func (s *nameSet) find(part []byte, whole nameRef, h uint64) (int, bool) {
 	mask := len(s.index) - 1
 	i := s.home(h)
 	for ; s.index[i] != 0; i = (i + 1) & mask {
@@ -105,11 +105,12 @@ func (s *nameSet) add(name []byte, h uint64) {
 	if 2*(len(s.refs)+1) > len(s.index) {
 		s.grow()
 	}
-	i, ok := s.find(name, h)
+	part, whole := s.stored(name)
+	i, ok := s.find(part, whole, h)
 	if ok {
 		return
 	}
-	s.refs = append(s.refs, s.store(s.stored(name)))
+	s.refs = append(s.refs, s.store(part, whole))
 	s.index[i] = uint32(len(s.refs))
 }
 
@@ -118,7 +119,8 @@ func (s *nameSet) position(key string) int {
 	if len(s.refs) == 0 {
 		return -1
 	}
-	i, ok := s.find(unsafe.Slice(unsafe.StringData(key), len(key)), xxhash.Sum64String(key))
+	part, whole := s.stored(unsafe.Slice(unsafe.StringData(key), len(key)))
+	i, ok := s.find(part, whole, xxhash.Sum64String(key))
 	if !ok {
 		return -1
 	}
