@@ -48,6 +48,9 @@ type FloorTracker struct {
 	names     nameArena
 	// long holds the names of longName bytes or more, by user hash.
 	long map[uint64]string
+	// wide holds the used values that do not fit in a record, by user
+	// hash.
+	wide map[uint64]wideValues
 	// more holds the window samples after the head, by user hash: a
 	// window whose maximum fell and rose again.
 	more map[uint64][]usedSample
@@ -63,7 +66,7 @@ type FloorTracker struct {
 
 // NewFloorTracker returns an empty tracker.
 func NewFloorTracker() *FloorTracker {
-	return &FloorTracker{long: map[uint64]string{}, more: map[uint64][]usedSample{}, genTime: map[uint32]int64{}}
+	return &FloorTracker{long: map[uint64]string{}, wide: map[uint64]wideValues{}, more: map[uint64][]usedSample{}, genTime: map[uint32]int64{}}
 }
 
 // Len is the number of users remembered.
@@ -108,6 +111,30 @@ func (f *FloorTracker) name(h uint64, u *userRec) string {
 		return f.long[h]
 	}
 	return f.names.get(u.name, int(u.nameLen))
+}
+
+// values are the user's used value of the last commit and its window's
+// maximum.
+func (f *FloorTracker) values(h uint64, u *userRec) (used, w0used int64) {
+	if u.bits&recWide != 0 {
+		w := f.wide[h]
+		return w.used, w.w0used
+	}
+	return int64(u.used), int64(u.w0used)
+}
+
+func (f *FloorTracker) setValues(h uint64, u *userRec, used, w0used int64) {
+	if used == int64(int32(used)) && w0used == int64(int32(w0used)) {
+		u.used, u.w0used = int32(used), int32(w0used)
+		if u.bits&recWide != 0 {
+			u.bits &^= recWide
+			delete(f.wide, h)
+		}
+		return
+	}
+	u.used, u.w0used = 0, 0
+	u.bits |= recWide
+	f.wide[h] = wideValues{used, w0used}
 }
 
 func (f *FloorTracker) setName(h uint64, u *userRec, name string) {
@@ -172,7 +199,8 @@ func (f *FloorTracker) Keep(h uint64, name string) {
 		return
 	}
 	if _, u := f.users.At(i); !f.added(i) {
-		f.add(h, name, u.used, u.flags&^AnomalyOverLimit)
+		used, _ := f.values(h, u)
+		f.add(h, name, used, u.flags&^AnomalyOverLimit)
 	}
 }
 
@@ -181,7 +209,8 @@ func (f *FloorTracker) Keep(h uint64, name string) {
 func (f *FloorTracker) KeepUnseen() {
 	for i := range f.users.Len() {
 		if h, u := f.users.At(i); !f.added(i) {
-			f.add(h, "", u.used, u.flags&^AnomalyOverLimit)
+			used, _ := f.values(h, u)
+			f.add(h, "", used, u.flags&^AnomalyOverLimit)
 		}
 	}
 }
@@ -216,7 +245,7 @@ func (f *FloorTracker) Commit(now, window, floorWindow int64, lim Limits) FloorA
 		if lim.Limit > 0 && used > lim.Limit && lim.OverLimitIsAnomaly {
 			flags |= AnomalyOverLimit
 		}
-		u.used, u.flags = used, flags
+		u.flags = flags
 		nonzero := u.bits&recNonzero != 0
 		switch {
 		case used > 0 && (!nonzero || restart):
@@ -227,8 +256,10 @@ func (f *FloorTracker) Commit(now, window, floorWindow int64, lim Limits) FloorA
 		case used <= 0:
 			u.bits &^= recNonzero
 		}
-		f.slide(h, u, used, now, window)
-		if u.w0used == 0 && flags == 0 {
+		_, w0used := f.values(h, u)
+		w0used = f.slide(h, u, w0used, used, now, window)
+		f.setValues(h, u, used, w0used)
+		if w0used == 0 && flags == 0 {
 			f.forget(i)
 			i--
 			continue
@@ -254,15 +285,16 @@ func (f *FloorTracker) Commit(now, window, floorWindow int64, lim Limits) FloorA
 	return a
 }
 
-// slide moves the window's monotonic deque to now and pushes used:
-// samples that left the window or lie after now go from the front, and
-// samples no larger than used from the back.
-func (f *FloorTracker) slide(h uint64, u *userRec, used, now, window int64) {
+// slide moves the window's monotonic deque, whose head's used value is
+// w0used, to now and pushes used: samples that left the window or lie
+// after now go from the front, and samples no larger than used from the
+// back. It returns the new head's used value.
+func (f *FloorTracker) slide(h uint64, u *userRec, w0used, used, now, window int64) int64 {
 	var rest []usedSample
 	if u.bits&recMore != 0 {
 		rest = f.more[h]
 	}
-	head := usedSample{gen: u.w0gen, used: u.w0used}
+	head := usedSample{gen: u.w0gen, used: w0used}
 	for head.used != 0 {
 		if at := f.timeOf(head.gen); at > now-window && at <= now {
 			break
@@ -294,7 +326,7 @@ func (f *FloorTracker) slide(h uint64, u *userRec, used, now, window int64) {
 			rest = append(rest, s)
 		}
 	}
-	u.w0gen, u.w0used = head.gen, head.used
+	u.w0gen = head.gen
 	if len(rest) > 0 {
 		u.bits |= recMore
 		f.more[h] = rest
@@ -302,6 +334,7 @@ func (f *FloorTracker) slide(h uint64, u *userRec, used, now, window int64) {
 		u.bits &^= recMore
 		delete(f.more, h)
 	}
+	return head.used
 }
 
 // forget drops record i; the last record takes its place, with its
@@ -321,6 +354,9 @@ func (f *FloorTracker) forget(i int) {
 	if u.bits&recMore != 0 {
 		delete(f.more, h)
 	}
+	if u.bits&recWide != 0 {
+		delete(f.wide, h)
+	}
 	f.users.DeleteAt(i)
 }
 
@@ -337,8 +373,8 @@ func (f *FloorTracker) pruneTimes() {
 		}
 	}
 	for i := range f.users.Len() {
-		_, u := f.users.At(i)
-		if u.w0used != 0 {
+		h, u := f.users.At(i)
+		if _, w0used := f.values(h, u); w0used != 0 {
 			ref(u.w0gen)
 		}
 		if u.bits&recNonzero != 0 {
@@ -381,7 +417,8 @@ func (f *FloorTracker) Top(n int, now int64) ([]UserView, int) {
 	f.lastGen = 0
 	for i := range f.users.Len() {
 		uh, u := f.users.At(i)
-		v := UserView{User: f.name(uh, u), Used: u.used, UsedMax: u.w0used, Anomaly: u.flags&^Listed != 0, Flags: u.flags}
+		used, w0used := f.values(uh, u)
+		v := UserView{User: f.name(uh, u), Used: used, UsedMax: w0used, Anomaly: u.flags&^Listed != 0, Flags: u.flags}
 		if u.bits&recNonzero != 0 {
 			v.FloorSeconds = float64(max(now-f.timeOf(u.since), 0)) / 1000
 		}

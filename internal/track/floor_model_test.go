@@ -123,9 +123,12 @@ func (m *modelFloor) top(n int, now int64) ([]UserView, int) {
 
 // TestFloorMatchesModel drives the tracker and the model through the same
 // random sweeps (users coming and going, failed sweeps, restarts, keys
-// kept, long names, Redis time that stalls and steps back) and compares
-// every aggregate and every view.
+// kept, long names, used values beyond 32 bits, Redis time that stalls
+// and steps back) and compares every aggregate and every view.
 func TestFloorMatchesModel(t *testing.T) {
+	// Used values at and past the edges of a record's 32 bits.
+	wide := []int64{1<<31 - 1, 1 << 31, 1 << 40, -1 << 31, -1<<31 - 1, -1 << 40}
+	sawWide := false
 	for seed := int64(0); seed < 16; seed++ {
 		r := rand.New(rand.NewSource(seed))
 		f, m := NewFloorTracker(), &modelFloor{users: map[uint64]*modelUser{}}
@@ -158,6 +161,9 @@ func TestFloorMatchesModel(t *testing.T) {
 					}
 				default:
 					used, flags := int64(r.Intn(6)*r.Intn(2)), uint8(0)
+					if r.Intn(40) == 0 {
+						used = wide[r.Intn(len(wide))]
+					}
 					if r.Intn(50) == 0 {
 						flags = 2
 					}
@@ -190,6 +196,16 @@ func TestFloorMatchesModel(t *testing.T) {
 			if f.Len() != len(m.users) {
 				t.Fatalf("seed %d sweep %d: %d users, model %d", seed, step, f.Len(), len(m.users))
 			}
+			nWide := 0
+			for i := range f.users.Len() {
+				if _, u := f.users.At(i); u.bits&recWide != 0 {
+					nWide++
+				}
+			}
+			if nWide != len(f.wide) {
+				t.Fatalf("seed %d sweep %d: %d records marked wide, %d wide values", seed, step, nWide, len(f.wide))
+			}
+			sawWide = sawWide || nWide > 0
 			n := r.Intn(50)
 			got, gotDropped := f.Top(n, now)
 			want, wantDropped := m.top(n, now)
@@ -202,5 +218,8 @@ func TestFloorMatchesModel(t *testing.T) {
 				}
 			}
 		}
+	}
+	if !sawWide {
+		t.Error("no user ever held a value beyond 32 bits")
 	}
 }

@@ -2,20 +2,23 @@ package track
 
 import "unsafe"
 
-// userRec is one user's state: 32 bytes without pointers (40 with its
+// userRec is one user's state: 24 bytes without pointers (32 with its
 // hash in the table), so that a million users cost the garbage collector
 // nothing to scan. Times are the generations of the commits that set
 // them (FloorTracker.genTime maps them back): every time a user keeps is
 // some sweep's Redis time. What a sweep adds up for the user is not here
 // but in FloorTracker.pend, which only the sweep in flight holds: at a
 // million users the record went from 56 to 40 bytes in the table (16 MB),
-// and pend costs 10 bytes a user while a sweep runs.
+// and pend costs 10 bytes a user while a sweep runs. The used values are
+// 32 bits here, with the rare user whose values do not fit (a counter in
+// the billions) in FloorTracker.wide: 8 MB less at a million users.
 type userRec struct {
-	used int64
+	// used and w0used, unless recWide is set: FloorTracker.values.
+	used int32
 	// w0used is the head of the window's monotonic deque (the window's
 	// maximum); 0 when the window is empty, as only used > 0 is pushed.
 	// The rest of the deque, rarely any, is in FloorTracker.more.
-	w0used int64
+	w0used int32
 	w0gen  uint32
 	// since is the commit that began the current unbroken run of non-zero
 	// sweeps; meaningful while recNonzero is set.
@@ -30,7 +33,12 @@ const (
 	recNonzero  uint8 = 1 << iota
 	recMore           // the window has samples in FloorTracker.more
 	recLongName       // the name is in FloorTracker.long, not in the arena
+	recWide           // used and w0used are in FloorTracker.wide
 )
+
+// wideValues are a user's used and window maximum when either does not
+// fit in 32 bits.
+type wideValues struct{ used, w0used int64 }
 
 // pendFlags' bits above the anomaly flags.
 const (
