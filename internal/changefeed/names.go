@@ -203,11 +203,24 @@ func (n Names) At(i int) string {
 }
 
 // Index is key's number among the names (At(Index(key)) == key), or -1.
+// It panics after DropIndex.
 func (n Names) Index(key string) int {
 	if n.s == nil {
 		return -1
 	}
+	if n.s.index == nil && len(n.s.refs) > 0 {
+		panic("changefeed: Names.Index after DropIndex")
+	}
 	return n.s.position(key)
+}
+
+// DropIndex frees what Index needs, once the sweep has planned what to
+// read: 4 to 8 bytes a name (8 MB at a million) that the rest of the
+// sweep would hold for nothing.
+func (n Names) DropIndex() {
+	if n.s != nil {
+		n.s.index = nil
+	}
 }
 
 // NamesOf is names as the feed would hand them over for a family whose

@@ -73,6 +73,18 @@ func TestNameSet(t *testing.T) {
 			if n := (Names{s}).Len(); n != 100000 {
 				t.Errorf("%d names after 50000 more, want 100000", n)
 			}
+			(Names{s}).DropIndex()
+			if got := namesOf(Names{s}); !slices.Equal(got[:len(want)], want) {
+				t.Fatal("the names changed when the index was dropped")
+			}
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Error("Index answered without its index")
+					}
+				}()
+				(Names{s}).Index(want[0])
+			}()
 		})
 	}
 	if n := (Names{}).Len(); n != 0 || (Names{}).Index("a") != -1 {

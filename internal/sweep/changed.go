@@ -152,6 +152,9 @@ func (f *family) readChanged(ctx context.Context, run *sweepRun, n topology.Node
 		keys.more, run.reconciled[n.Addr] = more, true
 		run.cursorMu.Unlock()
 	}
+	// Planned: the names are only read from here on, in this attempt
+	// and any after a cut-off (which find the node listed).
+	keys.named.DropIndex()
 	if keys.Len() == 0 {
 		return nil
 	}
