@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"sort"
 	"strconv"
@@ -53,6 +54,8 @@ type Feed struct {
 
 	mu    sync.Mutex
 	nodes map[string]*feedNode
+	// limits are SetLimit's, by family.
+	limits map[string]int
 	// refused[node] is when tracking was last refused there: it is not
 	// asked again for a minute.
 	refused map[string]time.Time
@@ -106,7 +109,7 @@ var ErrNoTracking = errors.New("client tracking unavailable")
 
 // New returns a feed for fams, keeping only the keys of shard.
 func New(fams []Family, shard topology.Shard, logger *slog.Logger) *Feed {
-	f := &Feed{logger: logger, shard: shard, nodes: map[string]*feedNode{},
+	f := &Feed{logger: logger, shard: shard, nodes: map[string]*feedNode{}, limits: map[string]int{},
 		refused: map[string]time.Time{}, warned: map[string]bool{}, idle: 30 * time.Minute}
 	for _, fam := range fams {
 		f.fams = append(f.fams, newFeedFamily(fam))
@@ -130,6 +133,7 @@ func (f *Feed) SetFamilies(fams []Family) {
 	}
 	f.mu.Lock()
 	f.fams = fs
+	limits := maps.Clone(f.limits) // f.mu is not taken under a node's mu
 	// A copy: a node's receiving goroutine may drop it from the map.
 	nodes := make([]*feedNode, 0, len(f.nodes))
 	for _, fn := range f.nodes {
@@ -146,7 +150,7 @@ func (f *Feed) SetFamilies(fams []Family) {
 			if fn.dirty[fam.name] == nil {
 				// A family new to this node has no complete read under
 				// its epoch yet: it reads everything first anyway.
-				fn.dirty[fam.name] = newNameSet(string(fam.prefix))
+				fn.dirty[fam.name] = newNameSet(string(fam.prefix), limits[fam.name])
 			}
 		}
 		for name := range fn.dirty {
@@ -155,6 +159,34 @@ func (f *Feed) SetFamilies(fams []Family) {
 				// would be kept for nobody.
 				delete(fn.dirty, name)
 			}
+		}
+		fn.mu.Unlock()
+	}
+}
+
+// SetLimit bounds how many names of family the feed lists per node
+// between two sweeps; 0, the default, does not. Past the limit a node's
+// names of the family are dropped and Changes hands over Names whose All
+// is true: everything is read. When the reads fall behind the writes,
+// a sweep takes nearly every key as changed while the next sweep's names
+// gather beside it, twice the keyspace's names in all; reading every key
+// costs hardly more than reading most of them.
+func (f *Feed) SetLimit(family string, n int) {
+	f.mu.Lock()
+	if f.limits[family] == n {
+		f.mu.Unlock()
+		return
+	}
+	f.limits[family] = n
+	nodes := make([]*feedNode, 0, len(f.nodes))
+	for _, fn := range f.nodes {
+		nodes = append(nodes, fn)
+	}
+	f.mu.Unlock()
+	for _, fn := range nodes {
+		fn.mu.Lock()
+		if d := fn.dirty[family]; d != nil {
+			d.setLimit(n)
 		}
 		fn.mu.Unlock()
 	}
@@ -330,7 +362,7 @@ func (f *Feed) connect(ctx context.Context, n topology.Node) (*feedNode, error) 
 	fn := &feedNode{addr: n.Addr, track: track, sub: sub, pings: map[string]chan struct{}{}, done: make(chan struct{}),
 		epoch: nextEpoch(), dirty: map[string]*nameSet{}}
 	for _, fam := range f.fams { // f.mu is held by node
-		fn.dirty[fam.name] = newNameSet(string(fam.prefix))
+		fn.dirty[fam.name] = newNameSet(string(fam.prefix), f.limits[fam.name])
 	}
 	fn.used.Store(time.Now().UnixNano())
 	sub.NoDeadline()

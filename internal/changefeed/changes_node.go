@@ -74,7 +74,7 @@ func (f *Feed) receive(fn *feedNode) {
 				}
 				var h uint64
 				for _, fam := range fams {
-					if d := fn.dirty[fam.name]; d != nil && fam.matches(key) {
+					if d := fn.dirty[fam.name]; d != nil && !d.over && fam.matches(key) {
 						if h == 0 {
 							h = xxhash.Sum64(key)
 						}

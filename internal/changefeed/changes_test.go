@@ -167,3 +167,68 @@ func lens(ss []string) []int {
 	}
 	return out
 }
+
+// TestChangesLimit: SetLimit applies to the names a node has gathered
+// already and to those of every sweep after; past it, Changes hands over
+// Names that name everything, under the same epoch (nothing was lost: a
+// read of every key is due), and the sweep after lists again. Another
+// family keeps listing.
+func TestChangesLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	fams := []Family{{Name: "f", Match: "k:*", Re: regexp.MustCompile(`^k:`)},
+		{Name: "g", Match: "j:*", Re: regexp.MustCompile(`^j:`)}}
+	feed := New(fams, topology.Shard{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(feed.Close)
+	n := topology.Node{Addr: srv.Addr, C: rc}
+	_, epoch, err := feed.Changes(ctx, n, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(prefix string, k int) {
+		t.Helper()
+		for i := range k {
+			if err := rc.Set(ctx, fmt.Sprint(prefix, i), i, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	changes := func(fam string) Names {
+		t.Helper()
+		keys, e, err := feed.Changes(ctx, n, fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e != epoch {
+			t.Fatalf("the epoch went from %d to %d", epoch, e)
+		}
+		return keys
+	}
+	write("k:", 5)
+	write("j:", 5)
+	if keys := changes("f"); keys.All() || keys.Len() != 5 {
+		t.Fatalf("5 names without a limit: All %v, Len %d", keys.All(), keys.Len())
+	}
+	write("k:", 5)
+	feed.SetLimit("f", 3)
+	if keys := changes("f"); !keys.All() || keys.Len() != 0 {
+		t.Fatalf("5 names gathered before a limit of 3: All %v, Len %d", keys.All(), keys.Len())
+	}
+	write("k:", 3)
+	if keys := changes("f"); keys.All() || keys.Len() != 3 {
+		t.Fatalf("3 names under a limit of 3: All %v, Len %d", keys.All(), keys.Len())
+	}
+	write("k:", 4)
+	if keys := changes("f"); !keys.All() {
+		t.Fatalf("4 names under a limit of 3: Len %d", keys.Len())
+	}
+	feed.SetLimit("f", 0)
+	write("k:", 4)
+	if keys := changes("f"); keys.All() || keys.Len() != 4 {
+		t.Fatalf("4 names, the limit lifted: All %v, Len %d", keys.All(), keys.Len())
+	}
+	if keys := changes("g"); keys.All() || keys.Len() != 5 {
+		t.Fatalf("the other family: All %v, Len %d", keys.All(), keys.Len())
+	}
+}

@@ -33,6 +33,10 @@ type nameSet struct {
 	// length is a power of two.
 	index []uint32
 	shift uint8
+	// limit is how many names the set lists before it gives up and
+	// names everything (over): 0, no limit. See Feed.SetLimit.
+	limit int
+	over  bool
 }
 
 // nameRef locates one stored name: chunk << 32 | offset << 16 | flags
@@ -58,10 +62,26 @@ const (
 	minIndex    = 64
 )
 
-func newNameSet(prefix string) *nameSet { return &nameSet{prefix: prefix, cur: -1} }
+func newNameSet(prefix string, limit int) *nameSet {
+	return &nameSet{prefix: prefix, cur: -1, limit: limit}
+}
 
-// next is an empty set for the same family.
-func (s *nameSet) next() *nameSet { return newNameSet(s.prefix) }
+// next is an empty set for the same family, with the same limit.
+func (s *nameSet) next() *nameSet { return newNameSet(s.prefix, s.limit) }
+
+// setLimit sets the limit, and gives up at once if the set lists more.
+func (s *nameSet) setLimit(n int) {
+	s.limit = n
+	if n > 0 && len(s.refs) > n {
+		s.overflow()
+	}
+}
+
+// overflow gives up listing: the set names everything from now on, and
+// frees what it listed.
+func (s *nameSet) overflow() {
+	*s = nameSet{prefix: s.prefix, cur: -1, limit: s.limit, over: true}
+}
 
 func (s *nameSet) home(h uint64) int {
 	return int((uint64(uint32(h>>32)) * 0x9E3779B97F4A7C15) >> s.shift)
@@ -102,12 +122,19 @@ func (s *nameSet) find(part []byte, whole nameRef, h uint64) (int, bool) {
 // add adds name, whose hash is h (of the whole name), unless it is
 // there; name is copied.
 func (s *nameSet) add(name []byte, h uint64) {
+	if s.over {
+		return
+	}
 	if 2*(len(s.refs)+1) > len(s.index) {
 		s.grow()
 	}
 	part, whole := s.stored(name)
 	i, ok := s.find(part, whole, h)
 	if ok {
+		return
+	}
+	if s.limit > 0 && len(s.refs) >= s.limit {
+		s.overflow()
 		return
 	}
 	s.refs = append(s.refs, s.store(part, whole))
@@ -182,6 +209,10 @@ func (s *nameSet) grow() {
 // each once. The set no longer changes once handed over.
 type Names struct{ s *nameSet }
 
+// All reports that too many names were written to list (Feed.SetLimit):
+// every key may have changed. The set then lists none.
+func (n Names) All() bool { return n.s != nil && n.s.over }
+
 // Len is the number of names.
 func (n Names) Len() int {
 	if n.s == nil {
@@ -226,7 +257,7 @@ func (n Names) DropIndex() {
 // NamesOf is names as the feed would hand them over for a family whose
 // literal prefix is prefix: for tests of what takes Names.
 func NamesOf(prefix string, names ...string) Names {
-	s := newNameSet(prefix)
+	s := newNameSet(prefix, 0)
 	for _, n := range names {
 		s.add([]byte(n), xxhash.Sum64String(n))
 	}

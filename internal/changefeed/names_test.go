@@ -20,7 +20,7 @@ import (
 func TestNameSet(t *testing.T) {
 	for _, prefix := range []string{"", "slots:"} {
 		t.Run(fmt.Sprintf("prefix %q", prefix), func(t *testing.T) {
-			s := newNameSet(prefix)
+			s := newNameSet(prefix, 0)
 			add := func(name string) { s.add([]byte(name), xxhash.Sum64String(name)) }
 			var want []string
 			long := strings.Repeat("L", nameChunk+1)
@@ -89,6 +89,57 @@ func TestNameSet(t *testing.T) {
 	}
 	if n := (Names{}).Len(); n != 0 || (Names{}).Index("a") != -1 {
 		t.Errorf("no names: Len %d", n)
+	}
+}
+
+// TestNameSetLimit: a set lists names up to its limit, a name already
+// listed is no more past it, and one name more gives up: the set names
+// everything and lists nothing. Its next set starts empty under the same
+// limit; a limit lowered below what a set lists gives up at once, and 0
+// lists without limit.
+func TestNameSetLimit(t *testing.T) {
+	s := newNameSet("slots:", 3)
+	add := func(s *nameSet, name string) { s.add([]byte(name), xxhash.Sum64String(name)) }
+	for _, k := range []string{"slots:a", "slots:b", "slots:c", "slots:a", "slots:c"} {
+		add(s, k)
+	}
+	if n := (Names{s}); n.All() || n.Len() != 3 {
+		t.Fatalf("3 names under a limit of 3: All %v, Len %d", n.All(), n.Len())
+	}
+	add(s, "slots:d")
+	if n := (Names{s}); !n.All() || n.Len() != 0 || n.Index("slots:a") != -1 {
+		t.Fatalf("a 4th name under a limit of 3: All %v, Len %d, Index %d", n.All(), n.Len(), n.Index("slots:a"))
+	}
+	if s.chunks != nil || s.refs != nil || s.index != nil {
+		t.Error("a set that gave up keeps what it listed")
+	}
+	add(s, "slots:e")
+	if n := (Names{s}); !n.All() || n.Len() != 0 {
+		t.Fatal("a set that gave up listed again")
+	}
+	next := s.next()
+	add(next, "slots:a")
+	if n := (Names{next}); n.All() || n.Len() != 1 || next.limit != 3 {
+		t.Fatalf("the next set: All %v, Len %d, limit %d", n.All(), n.Len(), next.limit)
+	}
+	add(next, "slots:b")
+	next.setLimit(2)
+	if n := (Names{next}); n.All() {
+		t.Fatal("a limit lowered to what the set lists gave up")
+	}
+	next.setLimit(1)
+	if n := (Names{next}); !n.All() {
+		t.Fatal("a limit lowered below what the set lists did not give up")
+	}
+	free := newNameSet("", 0)
+	for i := range 5000 {
+		add(free, fmt.Sprint(i))
+	}
+	if n := (Names{free}); n.All() || n.Len() != 5000 {
+		t.Fatalf("no limit: All %v, Len %d", n.All(), n.Len())
+	}
+	if (Names{}).All() {
+		t.Error("no set is all")
 	}
 }
 

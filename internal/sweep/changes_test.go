@@ -894,3 +894,55 @@ func (m *midMigration) compare(when string) {
 		m.t.Errorf("%s: slot_users_active{family=\"locks\"} = %v, want 3: one of the 4 lock keys was deleted", when, n)
 	}
 }
+
+// TestChangesPastLimitReadEverything: once more than half a family's
+// keys on a node were written since its last read, the feed stops
+// listing their names and the next sweep reads every key; under that,
+// only what changed. Either way every figure is a full read's.
+func TestChangesPastLimitReadEverything(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	const sets = 3000 // the limit: 1500 names
+	config := func(track string) string {
+		return redisproc.Config{
+			Addr:     srv.Addr,
+			Sampling: []string{"interval: 1m", "full_scan_interval: 5h", "window: 10m", "redis_cpu_share: 0", "track_changes: " + track},
+			Families: []redisproc.Family{{Name: "slots", Kind: "slotset", Match: "s:*", Limit: 5, TTL: time.Hour, Heartbeat: time.Minute, MaxHold: 2 * time.Hour}},
+		}.YAML()
+	}
+	full := exportertest.New(t, rc, config("false"))
+	changed := exportertest.New(t, rc, config("true"))
+	expiry := float64(exportertest.RedisTime(t, rc) + time.Hour.Milliseconds())
+	write := func(from, n int, member string) {
+		t.Helper()
+		p := rc.Pipeline()
+		for i := from; i < from+n; i++ {
+			p.ZAdd(ctx, fmt.Sprintf("s:{u%04d}", i), redis.Z{Score: expiry, Member: member})
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scanned := func() float64 { return changed.Metrics()[`slot_exporter_keys_scanned_total{family="slots"}`] }
+	step := func(when string, least, most float64) {
+		t.Helper()
+		before := scanned()
+		changed.Sweep()
+		full.Sweep()
+		if d := scanned() - before; d < least || d > most {
+			t.Errorf("%s: the change-driven sweep read %v keys, want %v to %v", when, d, least, most)
+		}
+		sameFiguresWithin(t, when, full.Metrics(), changed.Metrics(), 0.5)
+	}
+	write(0, sets, "a")
+	step("first sweep", sets, sets)
+	// A slice of the reconciliation is due each sweep: 3000 keys * 1m
+	// / 5h, 10 keys, a SCAN page at most.
+	write(0, 1400, "b")
+	step("1400 of 3000 written", 1400, 1400+20)
+	write(100, 1600, "c")
+	step("1600 of 3000 written", sets, sets)
+	write(2000, 10, "d")
+	step("10 written", 10, 10+20)
+}
