@@ -84,3 +84,21 @@ func BenchmarkObserveMap(b *testing.B) {
 		tr.observe(ms[j].hash, ms[j].hash>>7, float64(now+100e3), now, &rules)
 	}
 }
+
+// BenchmarkObserveNew is a first read's sighting of a member not yet
+// tracked: 1.6 million of them into an empty tracker, growth included.
+func BenchmarkObserveNew(b *testing.B) {
+	rules := benchRules
+	ms := benchMembers(1_600_000)
+	now := int64(1e12)
+	bounds := rules.Bounds(now)
+	var tr *MemberTracker
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j := i % len(ms)
+		if j == 0 {
+			tr = NewMemberTracker()
+		}
+		tr.Observe(ms[j].hash, ms[j].hash>>7, float64(now+100e3), now, &bounds, &rules)
+	}
+}
