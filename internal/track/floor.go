@@ -42,9 +42,11 @@ type FloorTracker struct {
 	// Begin and Commit): its used value, and its anomaly flags with
 	// pendAdded and pendRestart. Begin makes them anew and Commit drops
 	// them, so that a failed sweep leaves no trace and none are held
-	// between sweeps.
-	pendUsed  []int64
+	// between sweeps. A used value that does not fit in 32 bits is in
+	// pendWide (pendIsWide): 4 MB less at a million users.
+	pendUsed  []int32
 	pendFlags []uint16
+	pendWide  map[int]int64
 	names     nameArena
 	// long holds the names of longName bytes or more, by user hash.
 	long map[uint64]string
@@ -81,16 +83,34 @@ func (f *FloorTracker) Begin() {
 	}
 	// Nearly every user is added in every sweep.
 	n := f.users.Len()
-	f.pendUsed, f.pendFlags = make([]int64, n, n+n/16), make([]uint16, n, n+n/16)
+	f.pendUsed, f.pendFlags, f.pendWide = make([]int32, n, n+n/16), make([]uint16, n, n+n/16), nil
 }
 
 // pending returns record i's values in this sweep, as pendUsed and
 // pendFlags hold them.
 func (f *FloorTracker) pending(i int) (int64, uint16) {
 	if i < len(f.pendFlags) {
-		return f.pendUsed[i], f.pendFlags[i]
+		if fl := f.pendFlags[i]; fl&pendIsWide != 0 {
+			return f.pendWide[i], fl &^ pendIsWide
+		}
+		return int64(f.pendUsed[i]), f.pendFlags[i]
 	}
 	return 0, 0
+}
+
+// setPending sets record i's values in this sweep, i < len(pendFlags).
+func (f *FloorTracker) setPending(i int, used int64, fl uint16) {
+	if f.pendFlags[i]&pendIsWide != 0 {
+		delete(f.pendWide, i)
+	}
+	if used == int64(int32(used)) {
+		f.pendUsed[i], f.pendFlags[i] = int32(used), fl
+		return
+	}
+	if f.pendWide == nil {
+		f.pendWide = map[int]int64{}
+	}
+	f.pendUsed[i], f.pendFlags[i], f.pendWide[i] = 0, fl|pendIsWide, used
 }
 
 // added reports whether record i was added in this sweep.
@@ -173,11 +193,11 @@ func (f *FloorTracker) add(h uint64, name string, used int64, flags uint8) int {
 		f.setName(h, u, name)
 	}
 	if n := i + 1; n > len(f.pendFlags) {
-		f.pendUsed = append(f.pendUsed, make([]int64, n-len(f.pendUsed))...)
+		f.pendUsed = append(f.pendUsed, make([]int32, n-len(f.pendUsed))...)
 		f.pendFlags = append(f.pendFlags, make([]uint16, n-len(f.pendFlags))...)
 	}
-	f.pendUsed[i] += used
-	f.pendFlags[i] |= uint16(flags) | pendAdded
+	p, fl := f.pending(i)
+	f.setPending(i, p+used, fl|uint16(flags)|pendAdded)
 	return i
 }
 
@@ -277,7 +297,7 @@ func (f *FloorTracker) Commit(now, window, floorWindow int64, lim Limits) FloorA
 			a.FloorNonzero++
 		}
 	}
-	f.pendUsed, f.pendFlags = nil, nil
+	f.pendUsed, f.pendFlags, f.pendWide = nil, nil, nil
 	f.pruneTimes()
 	if f.names.wasteful() {
 		f.compactNames()
@@ -341,7 +361,13 @@ func (f *FloorTracker) slide(h uint64, u *userRec, w0used, used, now, window int
 // values of the sweep in flight.
 func (f *FloorTracker) forget(i int) {
 	if last := f.users.Len() - 1; i < len(f.pendFlags) {
-		f.pendUsed[i], f.pendFlags[i] = f.pending(last)
+		p, fl := f.pending(last)
+		if last < len(f.pendFlags) {
+			f.setPending(last, 0, 0) // its value leaves pendWide with it
+		}
+		if i != last {
+			f.setPending(i, p, fl)
+		}
 		n := min(last, len(f.pendFlags))
 		f.pendUsed, f.pendFlags = f.pendUsed[:n], f.pendFlags[:n]
 	}

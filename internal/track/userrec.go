@@ -46,6 +46,7 @@ const (
 	// pendRestart: in this sweep used went back to its baseline without
 	// reaching 0 (a rate counter that restarted).
 	pendRestart
+	pendIsWide // the used value is in FloorTracker.pendWide
 )
 
 // nameRef locates a name in a nameArena: chunk number << 16 | offset.
