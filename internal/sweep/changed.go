@@ -44,11 +44,15 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 		// read everything.
 		st.synced = nil
 	}
-	if !st.lastSuccess.IsZero() {
-		// Until a first complete read the feed lists every name: that
-		// read is the only one, and the next reads all it names.
-		feed.SetLimit(f.cfg.Name, max(int(changedShare*float64(st.known)/float64(len(nodes))), minChangedLimit))
+	if st.lastSuccess.IsZero() {
+		// How many keys there are is known once a read completes: until
+		// then the limit grows with the keys read. Names that outgrow
+		// half the keys read so far are written faster than half the
+		// read's rate, and would most likely name more than half the
+		// keys by its end.
+		run.limitAsRead = true
 	}
+	feed.SetLimit(f.cfg.Name, feedLimit(st.known, len(nodes)))
 	epochs := make(map[string]int, len(nodes))
 	changed := make(map[string]*changedKeys, len(nodes))
 	full := len(st.synced) != len(nodes)
@@ -121,6 +125,12 @@ const (
 	changedShare    = 0.5
 	minChangedLimit = 1024
 )
+
+// feedLimit is the feed's limit on the names of a family of keys keys
+// spread over nodes nodes.
+func feedLimit(keys, nodes int) int {
+	return max(int(changedShare*float64(keys)/float64(nodes)), minChangedLimit)
+}
 
 // readChanged reads one node's changed keys, and the next slice of the
 // reconciliation's SCAN, which goes on from where the last sweep left it.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // everyKind is one family of each kind, with timings short enough that
@@ -945,4 +947,93 @@ func TestChangesPastLimitReadEverything(t *testing.T) {
 	step("1600 of 3000 written", sets, sets)
 	write(2000, 10, "d")
 	step("10 written", 10, 10+20)
+}
+
+// TestChangesFirstReadLimit: before a first read completes nobody knows
+// how many keys there are, so the feed's limit follows the keys read so
+// far (half of them, at least 1024 names). Every key written while the
+// first read has read few of them is more than half: by the end of the
+// read the feed has given up listing their names, rather than hold
+// every one. 1200 keys written once it has read 2600 of 3000 are under
+// half of those, and listed.
+func TestChangesFirstReadLimit(t *testing.T) {
+	const sets = 3000
+	for _, c := range []struct {
+		after, written int
+		all            bool
+	}{{0, sets, true}, {2600, 1200, false}} {
+		srv := redistest.Start(t)
+		rc := srv.Client()
+		ctx := context.Background()
+		h := exportertest.New(t, rc, redisproc.Config{
+			Addr: srv.Addr,
+			// 1000 keys a second: the first read takes about 3s, the
+			// writes below a few milliseconds.
+			Sampling: []string{"interval: 1m", "full_scan_interval: 5h", "redis_cpu_share: 0", "max_keys_per_second: 1000", "track_changes: true"},
+			Families: []redisproc.Family{{Name: "slots", Kind: "slotset", Match: "s:*", Limit: 5, TTL: time.Hour, Heartbeat: time.Minute, MaxHold: 2 * time.Hour}},
+		}.YAML())
+		expiry := float64(exportertest.RedisTime(t, rc) + time.Hour.Milliseconds())
+		write := func(n int, member string) {
+			t.Helper()
+			p := rc.Pipeline()
+			for i := range n {
+				p.ZAdd(ctx, fmt.Sprintf("s:{u%04d}", i), redis.Z{Score: expiry, Member: member})
+			}
+			if _, err := p.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// read is how many keys the first read has read: its ZRANGEs.
+		read := func() int {
+			t.Helper()
+			info, err := rc.Do(ctx, "INFO", "commandstats").Text()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, calls, _ := strings.Cut(info, "cmdstat_zrange:calls=")
+			calls, _, _ = strings.Cut(calls, ",")
+			n, _ := strconv.Atoi(calls)
+			return n
+		}
+		// tracking: the feed has connected, as the first sweep planned
+		// its reads (a client with the flag t).
+		tracking := func() bool {
+			t.Helper()
+			list, err := rc.ClientList(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(list, "\n") {
+				if _, flags, ok := strings.Cut(line, " flags="); ok && strings.Contains(strings.Fields(flags)[0], "t") {
+					return true
+				}
+			}
+			return false
+		}
+		write(sets, "a")
+		done := make(chan struct{})
+		go func() { defer close(done); h.Sweep() }()
+		for !tracking() || read() < c.after {
+			select {
+			case <-done:
+				t.Fatalf("%d written after %d read: the first read ended first", c.written, c.after)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		write(c.written, "b")
+		if c.all && read() >= sets {
+			t.Fatalf("the first read had read every key when the writes were done: it cannot show the limit")
+		}
+		<-done
+		names, err := h.Sweeper.TakeChanges(ctx, topology.Node{Addr: srv.Addr, C: rc}, "slots")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.all && !names.All() {
+			t.Errorf("%d written after %d read: the feed lists %d names, want none and All", c.written, c.after, names.Len())
+		}
+		if !c.all && (names.All() || names.Len() != c.written) {
+			t.Errorf("%d written after %d read: All %v, %d names, want %d", c.written, c.after, names.All(), names.Len(), c.written)
+		}
+	}
 }

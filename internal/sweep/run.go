@@ -38,9 +38,12 @@ type sweepRun struct {
 	// sweep reads only what changed (nil: every key).
 	replayer kind.Replayer
 	changed  map[string]*changedKeys
-	volatile []string
-	quota    int
-	cursorMu sync.Mutex
+	// limitAsRead: the feed's limit follows the keys read so far (a
+	// first read, before which no count of the keys is known).
+	limitAsRead bool
+	volatile    []string
+	quota       int
+	cursorMu    sync.Mutex
 
 	// start is the view of slot ownership the sweep started from (nil:
 	// a single server); after is the exporter's clock when Redis TIME
@@ -205,6 +208,9 @@ func (f *family) read(ctx context.Context, run *sweepRun, nodes []topology.Node)
 		applied += len(batch)
 		for i := range batch {
 			f.apply(run, &batch[i])
+		}
+		if run.limitAsRead {
+			f.s.changes.SetLimit(f.cfg.Name, feedLimit(run.sets, len(nodes)))
 		}
 	}
 	close(errc)
