@@ -32,7 +32,20 @@ type Table[V any] struct {
 	// half full; its length is a power of two.
 	index []uint32
 	shift uint8
+	// ignored are the bits of a hash that do not tell entries apart:
+	// none, or the high half (LowHalf).
+	ignored uint64
 }
+
+// LowHalf returns an empty table that tells entries apart by the low 32
+// bits of their hash, and keeps each entry's whole hash: Find(h) finds
+// the entry whose low half is h's, whatever its high half. A caller
+// that can only name a key by its low half (the member table's keys)
+// finds its entry, and the entry's hash has the rest, in no more room.
+func LowHalf[V any]() Table[V] { return Table[V]{ignored: 0xffffffff << 32} }
+
+// key is what of h tells entries apart.
+func (t *Table[V]) key(h uint64) uint64 { return h &^ t.ignored }
 
 // Len is the number of entries.
 func (t *Table[V]) Len() int { return t.n }
@@ -45,15 +58,16 @@ func (t *Table[V]) At(i int) (uint64, *V) {
 
 func (t *Table[V]) hashAt(i int) uint64 { return t.chunks[i/chunkSize][i%chunkSize].h }
 
-func (t *Table[V]) home(h uint64) int { return int((h * 0x9E3779B97F4A7C15) >> t.shift) }
+func (t *Table[V]) home(h uint64) int { return int((t.key(h) * 0x9E3779B97F4A7C15) >> t.shift) }
 
 // slot returns the index position holding h, or the free one where it
 // belongs.
 func (t *Table[V]) slot(h uint64) int {
 	mask := len(t.index) - 1
+	k := t.key(h)
 	for i := t.home(h); ; i = (i + 1) & mask {
 		v := t.index[i]
-		if v == 0 || t.hashAt(int(v-1)) == h {
+		if v == 0 || t.key(t.hashAt(int(v-1))) == k {
 			return i
 		}
 	}
@@ -86,7 +100,7 @@ func (t *Table[V]) FindMany(hs []uint64, out []int) {
 		out[i] = int(t.index[t.home(h)]) - 1
 	}
 	for i, h := range hs {
-		if e := out[i]; e >= 0 && t.hashAt(e) == h {
+		if e := out[i]; e >= 0 && t.key(t.hashAt(e)) == t.key(h) {
 			continue
 		}
 		out[i] = t.Find(h) // a collision, or not there
@@ -167,7 +181,7 @@ func (t *Table[V]) DeleteFunc(drop func(h uint64, v *V) bool) {
 }
 
 // Clear removes every entry and frees the storage.
-func (t *Table[V]) Clear() { *t = Table[V]{} }
+func (t *Table[V]) Clear() { *t = Table[V]{ignored: t.ignored} }
 
 // unindex frees index position i, shifting back the entries after it
 // that probed past it (no tombstones, so probes stay short).

@@ -55,6 +55,73 @@ func TestTableMatchesMap(t *testing.T) {
 	}
 }
 
+// TestLowHalfMatchesMap drives a LowHalf table and a map keyed by low
+// halves through the same random puts, deletes and lookups, with hashes
+// that share low halves and differ in the high: an entry keeps the hash
+// it was added with, and is found by any hash with its low half. Clear
+// leaves a LowHalf table one.
+func TestLowHalfMatchesMap(t *testing.T) {
+	type held struct {
+		h uint64
+		v int64
+	}
+	for seed := int64(0); seed < 20; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		tab := LowHalf[int64]()
+		ref := map[uint32]held{}
+		space := 1 + r.Int63n(3000)
+		for step := range 20000 {
+			h := uint64(r.Int63n(space)) | uint64(r.Intn(3))<<32
+			lo := uint32(h)
+			switch op := r.Intn(10); {
+			case op < 5:
+				*tab.Put(h) += int64(step)
+				e, ok := ref[lo]
+				if !ok {
+					e.h = h
+				}
+				e.v += int64(step)
+				ref[lo] = e
+			case op < 8:
+				tab.Delete(h)
+				delete(ref, lo)
+			case op == 8 && r.Intn(200) == 0:
+				tab.Clear()
+				clear(ref)
+			default:
+				e, ok := ref[lo]
+				i := tab.Find(h)
+				if ok != (i >= 0) {
+					t.Fatalf("seed %d step %d: Find(%x) = %d, map has %v", seed, step, h, i, ok)
+				}
+				if ok {
+					if gh, v := tab.At(i); gh != e.h || *v != e.v {
+						t.Fatalf("seed %d step %d: Find(%x) is %x = %d, map %x = %d", seed, step, h, gh, *v, e.h, e.v)
+					}
+				}
+			}
+			if tab.Len() != len(ref) {
+				t.Fatalf("seed %d step %d: %d entries, map %d", seed, step, tab.Len(), len(ref))
+			}
+		}
+		hs := make([]uint64, 0, len(ref))
+		for i := range tab.Len() {
+			h, v := tab.At(i)
+			if e := ref[uint32(h)]; e.h != h || e.v != *v {
+				t.Fatalf("seed %d: entry %d is %x = %d, map %x = %d", seed, i, h, *v, e.h, e.v)
+			}
+			hs = append(hs, h^uint64(r.Intn(3)+1)<<32) // another high half
+		}
+		out := make([]int, len(hs))
+		tab.FindMany(hs, out)
+		for i := range hs {
+			if out[i] != i {
+				t.Fatalf("seed %d: FindMany(%x) = %d, want %d", seed, hs[i], out[i], i)
+			}
+		}
+	}
+}
+
 // TestTableShrinks checks that the storage goes once the entries do.
 func TestTableShrinks(t *testing.T) {
 	var tab Table[[4]uint64]
