@@ -36,7 +36,8 @@ type slotSet struct {
 	// held is, for each key the kind can replay, what the member table
 	// does not know: its user and expiry. The members themselves are
 	// replayed from the member table, which keeps every member's score
-	// under the low half of its key's hash; held is keyed by that half.
+	// under the low half of its key's hash; held is keyed by that half
+	// (keytable.LowHalf), and each entry's hash is its key's whole hash.
 	held keytable.Table[slotHeld]
 	// replayUsed is Replay's count of holding members per held key, by
 	// entry number: only while Replay runs (4 bytes a key), not in
@@ -53,16 +54,30 @@ type slotSet struct {
 	found  []int
 }
 
-// slotHeld is 24 bytes without pointers (32 in the table; it was 40
-// with the sweep's generation and Replay's count in it, 8 MB more at a
-// million keys): at a million keys the held table is not scanned by the
-// garbage collector.
+// slotHeld is 16 bytes without pointers (24 in the table, where the
+// key's whole hash is; it was 40 with the sweep's generation and
+// Replay's count in it, 32 with the high half of the key's hash): at a
+// million keys the held table is not scanned by the garbage collector,
+// and each 8 bytes less is 8 MB.
 type slotHeld struct {
-	user   uint64
-	expiry int64  // Redis ms; -1 none
-	hi     uint32 // the high half of the key's hash
-	bits   uint8
-	flags  uint8 // Replay's anomaly flags for the key
+	user uint64
+	// expiry is the key's expiry in Redis ms, plus one (0: none), in 48
+	// bits: expHi the high 32, expLo the low 16. Any later than 2^48 - 2
+	// ms (the year 10889) is kept as that.
+	expHi uint32
+	expLo uint16
+	bits  uint8
+	flags uint8 // Replay's anomaly flags for the key
+}
+
+const maxHeldExpiry = 1<<48 - 2
+
+// expiry is the key's expiry (Redis ms), -1 without one.
+func (e *slotHeld) expiry() int64 { return int64(e.expHi)<<16 | int64(e.expLo) - 1 }
+
+func (e *slotHeld) setExpiry(ms int64) {
+	v := uint64(min(max(ms, -1), maxHeldExpiry) + 1)
+	e.expHi, e.expLo = uint32(v>>16), uint16(v)
 }
 
 // slotHeld's bits.
@@ -75,13 +90,10 @@ const (
 	replayedEarly
 )
 
-func heldKey(h uint64) (uint64, uint32) { return uint64(uint32(h)), uint32(h >> 32) }
-
 // find returns key h's held entry number, or -1.
 func (t *slotSet) find(h uint64) int {
-	lo, hi := heldKey(h)
-	if i := t.held.Find(lo); i >= 0 {
-		if _, e := t.held.At(i); e.hi == hi {
+	if i := t.held.Find(h); i >= 0 {
+		if held, _ := t.held.At(i); held == h {
 			return i
 		}
 	}
@@ -107,6 +119,7 @@ func newSlotSet(f *config.Family, s *config.Sampling) Tracker {
 		limit:      int64(f.Limit),
 		members:    track.NewMemberTracker(),
 		holds:      newHolds(),
+		held:       keytable.LowHalf[slotHeld](),
 
 		unreplayable: map[uint64]struct{}{},
 	}
@@ -159,10 +172,12 @@ var rangeStates = [redisread.NumRanges]track.MemberState{
 func (t *slotSet) Apply(sw *Sweep, k Key) {
 	t.drop(k.Hash)
 	if sw.Hold && !k.Read.Oversized {
-		lo, hi := heldKey(k.Hash)
-		shared := t.held.Find(lo) >= 0
+		// Another key holds the low half of this one's hash.
+		shared := t.held.Find(k.Hash) >= 0
 		if !shared {
-			*t.held.Put(lo) = slotHeld{user: k.UserHash, expiry: expiryOf(k.Read.PTTL, sw.Now), hi: hi, bits: heldSeen}
+			e := t.held.Put(k.Hash)
+			*e = slotHeld{user: k.UserHash, bits: heldSeen}
+			e.setExpiry(expiryOf(k.Read.PTTL, sw.Now))
 		}
 		if shared || len(t.unreplayable) > 0 {
 			for _, m := range k.Read.Members {
@@ -188,14 +203,14 @@ func (t *slotSet) Forget(h uint64) { t.drop(h) }
 func (t *slotSet) Replay(sw *Sweep) int {
 	n := 0
 	for i := 0; i < t.held.Len(); i++ {
-		lo, e := t.held.At(i)
+		h, e := t.held.At(i)
 		if e.bits&heldSeen != 0 {
 			continue
 		}
-		if _, ok := sw.Carry[uint32(lo)]; ok {
+		if _, ok := sw.Carry[uint32(h)]; ok {
 			continue
 		}
-		if _, ok := remaining(e.expiry, sw.Now); !ok {
+		if _, ok := remaining(e.expiry(), sw.Now); !ok {
 			t.held.DeleteAt(i) // the last entry takes number i
 			i--
 			continue
@@ -214,7 +229,7 @@ func (t *slotSet) Replay(sw *Sweep) int {
 			continue
 		}
 		switch {
-		case e.expiry < 0:
+		case e.expiry() < 0:
 			t.cur.withoutTTL++
 		case e.bits&replayedEarly != 0:
 			t.cur.expiringEarly++
@@ -253,7 +268,7 @@ func (t *slotSet) replayMembers(ms []track.Replayed) {
 			t.replayUsed[t.found[i]]++
 			// As apply's check on the newest score: the key expires
 			// before this member would, by more than the skew.
-			if m.State != track.StateFuture && e.expiry >= 0 && float64(e.expiry)+t.rules.Skew < t.rules.Expiry(m.Score) {
+			if exp := e.expiry(); m.State != track.StateFuture && exp >= 0 && float64(exp)+t.rules.Skew < t.rules.Expiry(m.Score) {
 				e.bits |= replayedEarly
 			}
 		}
@@ -324,11 +339,11 @@ func (t *slotSet) End(sw *Sweep, lost, deferEnds bool) Ended {
 	t.holds.end(e)
 	t.last = t.cur
 	for i := 0; i < t.held.Len(); i++ {
-		lo, e := t.held.At(i)
+		h, e := t.held.At(i)
 		if e.bits&heldSeen != 0 {
 			continue
 		}
-		if _, ok := sw.Carry[uint32(lo)]; !ok {
+		if _, ok := sw.Carry[uint32(h)]; !ok {
 			t.held.DeleteAt(i) // the last entry takes number i
 			i--
 		}

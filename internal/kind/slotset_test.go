@@ -2,8 +2,10 @@ package kind
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -145,5 +147,26 @@ func TestSlotSetSharedLowHalf(t *testing.T) {
 	check("b replayed", n, used, 1, map[string]int64{"ua": 0, "ub": 1})
 	if len(tr.unreplayable) != 0 {
 		t.Errorf("%d members left unreplayable", len(tr.unreplayable))
+	}
+}
+
+// TestSlotHeldExpiry: a held key's expiry, in 48 bits, comes back as it
+// went in, none (-1) included; one past the year 10889 comes back as
+// the latest it can keep, still far ahead of any sweep.
+func TestSlotHeldExpiry(t *testing.T) {
+	for _, c := range []struct{ in, want int64 }{
+		{-1, -1}, {0, 0}, {1, 1}, {1<<16 - 1, 1<<16 - 1}, {1 << 16, 1 << 16},
+		{1_796_322_837_123, 1_796_322_837_123}, {maxHeldExpiry, maxHeldExpiry},
+		{maxHeldExpiry + 1, maxHeldExpiry}, {math.MaxInt64, maxHeldExpiry},
+	} {
+		var e slotHeld
+		e.bits, e.flags = 0xff, 0xff
+		e.setExpiry(c.in)
+		if got := e.expiry(); got != c.want || e.bits != 0xff || e.flags != 0xff {
+			t.Errorf("expiry %d came back %d (bits %x, flags %x)", c.in, got, e.bits, e.flags)
+		}
+	}
+	if n := unsafe.Sizeof(slotHeld{}); n != 16 {
+		t.Errorf("slotHeld is %d bytes, want 16", n)
 	}
 }
