@@ -1,13 +1,6 @@
 package track
 
-import (
-	"cmp"
-	"container/heap"
-	"slices"
-	"strings"
-
-	"github.com/slotexporter/slot_exporter/internal/keytable"
-)
+import "github.com/slotexporter/slot_exporter/internal/keytable"
 
 // usedSample is one sweep's used value in a user's window, by the
 // generation of the commit that took it.
@@ -124,49 +117,6 @@ func (f *FloorTracker) timeOf(g uint32) int64 {
 		f.lastGen, f.lastAt = g, f.genTime[g]
 	}
 	return f.lastAt
-}
-
-func (f *FloorTracker) name(h uint64, u *userRec) string {
-	if u.bits&recLongName != 0 {
-		return f.long[h]
-	}
-	return f.names.get(u.name, int(u.nameLen))
-}
-
-// values are the user's used value of the last commit and its window's
-// maximum.
-func (f *FloorTracker) values(h uint64, u *userRec) (used, w0used int64) {
-	if u.bits&recWide != 0 {
-		w := f.wide[h]
-		return w.used, w.w0used
-	}
-	return int64(u.used), int64(u.w0used)
-}
-
-func (f *FloorTracker) setValues(h uint64, u *userRec, used, w0used int64) {
-	if used == int64(int32(used)) && w0used == int64(int32(w0used)) {
-		u.used, u.w0used = int32(used), int32(w0used)
-		if u.bits&recWide != 0 {
-			u.bits &^= recWide
-			delete(f.wide, h)
-		}
-		return
-	}
-	u.used, u.w0used = 0, 0
-	u.bits |= recWide
-	f.wide[h] = wideValues{used, w0used}
-}
-
-func (f *FloorTracker) setName(h uint64, u *userRec, name string) {
-	if len(name) >= longName {
-		u.bits |= recLongName
-		// A copy: the name may be part of a larger buffer (a key name
-		// from the change feed points into a chunk of many), which
-		// keeping it would keep whole.
-		f.long[h] = strings.Clone(name)
-		return
-	}
-	u.name, u.nameLen = f.names.add(name), uint16(len(name))
 }
 
 // Add records used and anomaly flags for a user in the current sweep. A
@@ -418,87 +368,4 @@ func (f *FloorTracker) pruneTimes() {
 			delete(f.genTime, g)
 		}
 	}
-}
-
-// compactNames moves the live names to a fresh arena once most of the
-// old one is dead: an arena never shrinks by itself.
-func (f *FloorTracker) compactNames() {
-	old := f.names
-	f.names = nameArena{}
-	for i := range f.users.Len() {
-		_, u := f.users.At(i)
-		if u.bits&recLongName == 0 {
-			u.name = f.names.add(old.get(u.name, int(u.nameLen)))
-		}
-	}
-}
-
-// Top returns at most n users to emit, picked in docs/design.md's order: any
-// anomaly first, then the largest floor age, then the largest window max.
-// Users with nothing to report are never returned. It also returns how many
-// reportable users were left out.
-func (f *FloorTracker) Top(n int, now int64) ([]UserView, int) {
-	h := &viewHeap{}
-	total := 0
-	f.lastGen = 0
-	for i := range f.users.Len() {
-		uh, u := f.users.At(i)
-		used, w0used := f.values(uh, u)
-		v := UserView{User: f.name(uh, u), Used: used, UsedMax: w0used, Anomaly: u.flags&^Listed != 0, Flags: u.flags}
-		if u.bits&recNonzero != 0 {
-			v.FloorSeconds = float64(max(now-f.timeOf(u.since), 0)) / 1000
-		}
-		if v.UsedMax <= 0 && v.FloorSeconds == 0 && u.flags == 0 {
-			continue
-		}
-		total++
-		if n <= 0 {
-			continue
-		}
-		if h.Len() < n {
-			heap.Push(h, v)
-		} else if viewLess(h.v[0], v) {
-			h.v[0] = v
-			heap.Fix(h, 0)
-		}
-	}
-	out := h.v
-	slices.SortFunc(out, func(a, b UserView) int {
-		if viewLess(a, b) {
-			return 1
-		}
-		if viewLess(b, a) {
-			return -1
-		}
-		return 0
-	})
-	return out, total - len(out)
-}
-
-// viewLess orders by priority, lowest first.
-func viewLess(a, b UserView) bool {
-	if a.Anomaly != b.Anomaly {
-		return !a.Anomaly
-	}
-	if c := cmp.Compare(a.FloorSeconds, b.FloorSeconds); c != 0 {
-		return c < 0
-	}
-	if c := cmp.Compare(a.UsedMax, b.UsedMax); c != 0 {
-		return c < 0
-	}
-	// A stable order keeps the same users chosen across scrapes.
-	return a.User > b.User
-}
-
-// viewHeap is a min-heap by priority: the root is the first user to drop.
-type viewHeap struct{ v []UserView }
-
-func (h *viewHeap) Len() int           { return len(h.v) }
-func (h *viewHeap) Less(i, j int) bool { return viewLess(h.v[i], h.v[j]) }
-func (h *viewHeap) Swap(i, j int)      { h.v[i], h.v[j] = h.v[j], h.v[i] }
-func (h *viewHeap) Push(x any)         { h.v = append(h.v, x.(UserView)) }
-func (h *viewHeap) Pop() any {
-	x := h.v[len(h.v)-1]
-	h.v = h.v[:len(h.v)-1]
-	return x
 }

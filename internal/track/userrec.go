@@ -1,6 +1,9 @@
 package track
 
-import "unsafe"
+import (
+	"strings"
+	"unsafe"
+)
 
 // userRec is one user's state: 24 bytes without pointers (32 with its
 // hash in the table), so that a million users cost the garbage collector
@@ -95,4 +98,60 @@ func (a *nameArena) drop(n int) { a.live -= n }
 
 func (a *nameArena) wasteful() bool {
 	return a.total > 4*arenaChunk && a.total > 2*a.live
+}
+
+func (f *FloorTracker) name(h uint64, u *userRec) string {
+	if u.bits&recLongName != 0 {
+		return f.long[h]
+	}
+	return f.names.get(u.name, int(u.nameLen))
+}
+
+// values are the user's used value of the last commit and its window's
+// maximum.
+func (f *FloorTracker) values(h uint64, u *userRec) (used, w0used int64) {
+	if u.bits&recWide != 0 {
+		w := f.wide[h]
+		return w.used, w.w0used
+	}
+	return int64(u.used), int64(u.w0used)
+}
+
+func (f *FloorTracker) setValues(h uint64, u *userRec, used, w0used int64) {
+	if used == int64(int32(used)) && w0used == int64(int32(w0used)) {
+		u.used, u.w0used = int32(used), int32(w0used)
+		if u.bits&recWide != 0 {
+			u.bits &^= recWide
+			delete(f.wide, h)
+		}
+		return
+	}
+	u.used, u.w0used = 0, 0
+	u.bits |= recWide
+	f.wide[h] = wideValues{used, w0used}
+}
+
+func (f *FloorTracker) setName(h uint64, u *userRec, name string) {
+	if len(name) >= longName {
+		u.bits |= recLongName
+		// A copy: the name may be part of a larger buffer (a key name
+		// from the change feed points into a chunk of many), which
+		// keeping it would keep whole.
+		f.long[h] = strings.Clone(name)
+		return
+	}
+	u.name, u.nameLen = f.names.add(name), uint16(len(name))
+}
+
+// compactNames moves the live names to a fresh arena once most of the
+// old one is dead: an arena never shrinks by itself.
+func (f *FloorTracker) compactNames() {
+	old := f.names
+	f.names = nameArena{}
+	for i := range f.users.Len() {
+		_, u := f.users.At(i)
+		if u.bits&recLongName == 0 {
+			u.name = f.names.add(old.get(u.name, int(u.nameLen)))
+		}
+	}
 }
