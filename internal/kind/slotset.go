@@ -73,7 +73,7 @@ type slotHeld struct {
 const maxHeldExpiry = 1<<48 - 2
 
 // expiry is the key's expiry (Redis ms), -1 without one.
-func (e *slotHeld) expiry() int64 { return int64(e.expHi)<<16 | int64(e.expLo) - 1 }
+func (e *slotHeld) expiry() int64 { return (int64(e.expHi)<<16 | int64(e.expLo)) - 1 }
 
 func (e *slotHeld) setExpiry(ms int64) {
 	v := uint64(min(max(ms, -1), maxHeldExpiry) + 1)
