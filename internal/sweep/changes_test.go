@@ -897,6 +897,31 @@ func (m *midMigration) compare(when string) {
 	}
 }
 
+// hourSets is a config with one slot-set family, "slots" over s:*, whose
+// members live an hour: the feed-limit tests write nothing that changes
+// with time while they run.
+func hourSets(addr string, sampling ...string) string {
+	return redisproc.Config{
+		Addr:     addr,
+		Sampling: append([]string{"interval: 1m", "full_scan_interval: 5h", "redis_cpu_share: 0"}, sampling...),
+		Families: []redisproc.Family{{Name: "slots", Kind: "slotset", Match: "s:*", Limit: 5, TTL: time.Hour, Heartbeat: time.Minute, MaxHold: 2 * time.Hour}},
+	}.YAML()
+}
+
+// writeSets adds member, expiring at expiry, to slot sets from to
+// from+n-1 of hourSets' family, in one pipeline.
+func writeSets(t *testing.T, rc *redis.Client, from, n int, member string, expiry float64) {
+	t.Helper()
+	ctx := context.Background()
+	p := rc.Pipeline()
+	for i := from; i < from+n; i++ {
+		p.ZAdd(ctx, fmt.Sprintf("s:{u%04d}", i), redis.Z{Score: expiry, Member: member})
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestChangesPastLimitReadEverything: once more than half a family's
 // keys on a node were written since its last read, the feed stops
 // listing their names and the next sweep reads every key; under that,
@@ -904,27 +929,13 @@ func (m *midMigration) compare(when string) {
 func TestChangesPastLimitReadEverything(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client()
-	ctx := context.Background()
 	const sets = 3000 // the limit: 1500 names
-	config := func(track string) string {
-		return redisproc.Config{
-			Addr:     srv.Addr,
-			Sampling: []string{"interval: 1m", "full_scan_interval: 5h", "window: 10m", "redis_cpu_share: 0", "track_changes: " + track},
-			Families: []redisproc.Family{{Name: "slots", Kind: "slotset", Match: "s:*", Limit: 5, TTL: time.Hour, Heartbeat: time.Minute, MaxHold: 2 * time.Hour}},
-		}.YAML()
-	}
-	full := exportertest.New(t, rc, config("false"))
-	changed := exportertest.New(t, rc, config("true"))
+	full := exportertest.New(t, rc, hourSets(srv.Addr, "window: 10m", "track_changes: false"))
+	changed := exportertest.New(t, rc, hourSets(srv.Addr, "window: 10m", "track_changes: true"))
 	expiry := float64(exportertest.RedisTime(t, rc) + time.Hour.Milliseconds())
 	write := func(from, n int, member string) {
 		t.Helper()
-		p := rc.Pipeline()
-		for i := from; i < from+n; i++ {
-			p.ZAdd(ctx, fmt.Sprintf("s:{u%04d}", i), redis.Z{Score: expiry, Member: member})
-		}
-		if _, err := p.Exec(ctx); err != nil {
-			t.Fatal(err)
-		}
+		writeSets(t, rc, from, n, member, expiry)
 	}
 	scanned := func() float64 { return changed.Metrics()[`slot_exporter_keys_scanned_total{family="slots"}`] }
 	step := func(when string, least, most float64) {
@@ -965,23 +976,13 @@ func TestChangesFirstReadLimit(t *testing.T) {
 		srv := redistest.Start(t)
 		rc := srv.Client()
 		ctx := context.Background()
-		h := exportertest.New(t, rc, redisproc.Config{
-			Addr: srv.Addr,
-			// 1000 keys a second: the first read takes about 3s, the
-			// writes below a few milliseconds.
-			Sampling: []string{"interval: 1m", "full_scan_interval: 5h", "redis_cpu_share: 0", "max_keys_per_second: 1000", "track_changes: true"},
-			Families: []redisproc.Family{{Name: "slots", Kind: "slotset", Match: "s:*", Limit: 5, TTL: time.Hour, Heartbeat: time.Minute, MaxHold: 2 * time.Hour}},
-		}.YAML())
+		// 1000 keys a second: the first read takes about 3s, the
+		// writes below a few milliseconds.
+		h := exportertest.New(t, rc, hourSets(srv.Addr, "max_keys_per_second: 1000", "track_changes: true"))
 		expiry := float64(exportertest.RedisTime(t, rc) + time.Hour.Milliseconds())
 		write := func(n int, member string) {
 			t.Helper()
-			p := rc.Pipeline()
-			for i := range n {
-				p.ZAdd(ctx, fmt.Sprintf("s:{u%04d}", i), redis.Z{Score: expiry, Member: member})
-			}
-			if _, err := p.Exec(ctx); err != nil {
-				t.Fatal(err)
-			}
+			writeSets(t, rc, 0, n, member, expiry)
 		}
 		// read is how many keys the first read has read: its ZRANGEs.
 		read := func() int {
