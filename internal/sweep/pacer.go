@@ -63,7 +63,10 @@ type cpuPacer struct {
 	// cost.
 	slotReads func() uint64
 	cost      float64 // CPU seconds per key read
-	baseline  float64 // CPU seconds per second without exporter reads
+	// measured is set by the cost's first update: until then the cost
+	// is the prior.
+	measured bool
+	baseline float64 // CPU seconds per second without exporter reads
 	// haveBaseline is set once a second without reads has been
 	// measured: the first one is the baseline, not a fraction of it
 	// (an average from zero took the application's load for exporter
@@ -365,8 +368,9 @@ func (p *cpuPacer) observe(s cpuSample) bool {
 	p.accFloor += readCommandsTime(prev, s)
 	// Five seconds at least: an application's load that swings by a
 	// tenth of a core from one second to the next would swamp the cost
-	// of a second's keys.
-	if p.accDt < 5 {
+	// of a second's keys. The first update comes after two, so that the
+	// prior paces no longer than it must (below).
+	if p.accDt < 5 && (p.measured || p.accDt < 2) {
 		return false
 	}
 	updated := p.accKeys >= 100
@@ -378,7 +382,21 @@ func (p *cpuPacer) observe(s cpuSample) bool {
 		// reads: the cost at most doubles per update, and stays between
 		// 0.2 µs and 1 ms a key.
 		c = min(max(c, 0.2e-6), 1e-3, 2*p.cost)
-		p.cost += alpha * (c - p.cost)
+		standOut := reads >= 4*p.baseline*p.accDt
+		if !p.measured && standOut {
+			// The first cost measured where the reads stand out of
+			// the application's load replaces the prior, which is a
+			// guess on the safe side, rather than being averaged in:
+			// averaged, the prior of 8 µs still paced a first read of
+			// 1M slot sets (4.7 µs a key) half a minute later, and
+			// Redis gave it 8.5% of a core where the share is 10%
+			// (`make bench`, 55 s). It goes no lower than a quarter of
+			// the prior in one step.
+			p.cost = max(c, priorCost/4)
+		} else {
+			p.cost += alpha * (c - p.cost)
+		}
+		p.measured = true
 		// Redis's time inside the reads' own commands is a part of
 		// their cost that the application's swings do not blur: the
 		// cost is never below it, times what the whole cost was of it
@@ -392,7 +410,7 @@ func (p *cpuPacer) observe(s cpuSample) bool {
 		// a floor from it pinned the first read's cost above its mean).
 		if p.accFloor > 0 {
 			p.lastFloor = p.floorRatio * p.accFloor / p.accKeys
-			if reads >= 4*p.baseline*p.accDt {
+			if standOut {
 				p.floorRatio += alpha * (min(max(reads/p.accFloor, 1), 4) - p.floorRatio)
 			} else {
 				p.cost = min(max(p.cost, p.lastFloor), 1e-3)
