@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // refTracker is the straightforward map-based tracker that MemberTracker
@@ -81,6 +82,7 @@ func TestMemberTrackerMatchesMap(t *testing.T) {
 		}
 		pool = append(pool, 0)
 		scores := map[uint64]float64{}
+		wideSeen := 0
 		for sweep := 0; sweep < 60; sweep++ {
 			now += int64(100 + rng.IntN(900))
 			// Each sweep sees a random fraction of the pool; the
@@ -92,6 +94,18 @@ func TestMemberTrackerMatchesMap(t *testing.T) {
 				}
 				if rng.IntN(3) == 0 {
 					scores[h] = float64(now) + float64(rng.IntN(2500)) - 200
+					// Scores the slot cannot hold as a distance from
+					// the base: fractional, -0, and beyond 31 bits.
+					switch rng.IntN(12) {
+					case 0:
+						scores[h] += 0.25
+					case 1:
+						scores[h] += 3e9
+					case 2:
+						scores[h] = math.Copysign(0, -1)
+					case 3:
+						scores[h] = math.Inf(1)
+					}
 				} else if _, ok := scores[h]; !ok {
 					scores[h] = float64(now + 2000)
 				}
@@ -124,12 +138,12 @@ func TestMemberTrackerMatchesMap(t *testing.T) {
 			// Every remaining member must still be found from its home.
 			for h := range ref.m {
 				hh := slotHash(h, h>>3%97)
-				if s := tr.part(hh).find(hh); s.h != hh {
+				if s := tr.part(hh).find(hh); s.id() != hh {
 					t.Fatalf("seed %d sweep %d: member %x unreachable after deletions", seed, sweep, h)
 				}
 			}
 			for _, p := range tr.parts {
-				if len(p.slots) > 0 && p.slots[0].h != 0 && p.home(p.slots[0].h) != 0 {
+				if len(p.slots) > 0 && p.slots[0].id() != 0 && p.home(p.slots[0].id()) != 0 {
 					wrapped++
 				}
 			}
@@ -139,10 +153,10 @@ func TestMemberTrackerMatchesMap(t *testing.T) {
 			for pi, p := range tr.parts {
 				held := 0
 				for _, s := range p.slots {
-					if s.h != 0 {
+					if !s.free() {
 						held++
-						if int(s.h%memberParts) != pi {
-							t.Fatalf("seed %d sweep %d: member %x in part %d", seed, sweep, s.h, pi)
+						if int(s.id()%memberParts) != pi {
+							t.Fatalf("seed %d sweep %d: member %x in part %d", seed, sweep, s.id(), pi)
 						}
 					}
 				}
@@ -154,11 +168,34 @@ func TestMemberTrackerMatchesMap(t *testing.T) {
 			if total != tr.Len() {
 				t.Fatalf("seed %d sweep %d: parts hold %d, Len %d", seed, sweep, total, tr.Len())
 			}
+			// The wide map holds exactly the scores of the slots
+			// marked wide, and each slot gives back its score.
+			wide := 0
+			for _, p := range tr.parts {
+				for i := range p.slots {
+					s := &p.slots[i]
+					if s.free() {
+						continue
+					}
+					if s.score == scoreWide {
+						wide++
+						if _, ok := tr.wide[s.id()]; !ok {
+							t.Fatalf("seed %d sweep %d: a wide slot without its score", seed, sweep)
+						}
+					}
+				}
+			}
+			if wide != len(tr.wide) {
+				t.Fatalf("seed %d sweep %d: %d wide slots, %d wide scores kept", seed, sweep, wide, len(tr.wide))
+			}
+			if wideSeen += wide; sweep == 59 && wideSeen == 0 {
+				t.Errorf("seed %d: no score was ever wide: the test missed that case", seed)
+			}
 			// Exactly the generations that members refer to keep a time.
 			refs := map[uint32]bool{tr.gen: true}
 			for _, p := range tr.parts {
 				for _, s := range p.slots {
-					if s.h != 0 {
+					if !s.free() {
 						refs[s.first], refs[s.gen()] = true, true
 					}
 				}
@@ -202,5 +239,75 @@ func TestMemberTrackerShrinks(t *testing.T) {
 	// The survivors were first seen at 1000 and last at 2000.
 	if len(tr.genTime) != 2 {
 		t.Fatalf("generation times kept: %v", tr.genTime)
+	}
+}
+
+// TestMemberScoresRebase: scores that are expiries move on with the clock.
+// Once most of them are out of the base's reach, the base moves after
+// them, and every score reads back the same; scores spread wider than a
+// slot can hold stay wide without a pass over the table every sweep.
+func TestMemberScoresRebase(t *testing.T) {
+	if size := unsafe.Sizeof(memberSlot{}); size != 20 {
+		t.Fatalf("a member slot is %d bytes, want 20", size)
+	}
+	rules := Rules{TTL: 2000, Heartbeat: 200, StaleAfter: 400, MaxHold: 5000, Skew: 500, Unit: 1}
+	tr := NewMemberTracker()
+	const n = 5000
+	now := int64(1_000_000)
+	observe := func(i int, score float64) Observation {
+		return tr.Observe(uint64(i)*0x9E3779B97F4A7C15, uint64(i%50), score, now, bp(&rules, now), &rules)
+	}
+	for i := range n {
+		observe(i, float64(now+2000))
+	}
+	tr.Sweep(now, nil, false, &rules)
+	if len(tr.wide) != 0 {
+		t.Fatalf("%d wide scores near the base", len(tr.wide))
+	}
+	// 40 days on (an exporter that ran on): every score is beyond 31
+	// bits of the base until the sweep moves it.
+	now += 40 * 86400 * 1000
+	for i := range n {
+		observe(i, float64(now+2000)+float64(i%3))
+	}
+	if len(tr.wide) != n {
+		t.Fatalf("%d wide scores, want %d", len(tr.wide), n)
+	}
+	tr.Sweep(now, nil, false, &rules)
+	if len(tr.wide) != 0 || tr.Len() != n {
+		t.Fatalf("after the sweep: %d wide scores, %d members; want 0 and %d", len(tr.wide), tr.Len(), n)
+	}
+	now += 1000
+	for i := range n {
+		// Each score moved on by 200 ms: one heartbeat.
+		if o := observe(i, float64(now+2000-800)+float64(i%3)); o.Heartbeats != 1 || o.New {
+			t.Fatalf("member %d after the rebase: %+v, want 1 heartbeat", i, o)
+		}
+	}
+	// Half the members far from the other half: a rebase cannot reach
+	// both, and the base stays where the second pass left it.
+	now += 1000
+	for i := range n {
+		score := float64(now + 2000)
+		if i%2 == 0 {
+			score += 1e12
+		}
+		observe(i, score)
+	}
+	tr.Sweep(now, nil, false, &rules)
+	base, wide := tr.base, len(tr.wide)
+	for range 5 {
+		now += 1000
+		for i := range n {
+			score := float64(now + 2000)
+			if i%2 == 0 {
+				score += 1e12
+			}
+			observe(i, score)
+		}
+		tr.Sweep(now, nil, false, &rules)
+	}
+	if tr.base != base || len(tr.wide) != wide || wide < n/2-1 || wide > n/2+1 {
+		t.Errorf("base %v with %d wide, then %v with %d: the base moved every sweep", base, wide, tr.base, len(tr.wide))
 	}
 }
