@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
+	"github.com/slotexporter/slot_exporter/internal/commandstats"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
@@ -104,5 +105,80 @@ func TestReadsGoOnFromProgress(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestPacedScanReadsEachPageAsScanned: under the CPU pace a SCAN does not
+// run ahead of the reads. Each page is scanned when the reads have waited
+// for the pace, and read whole as soon as it comes, so that Redis finds
+// its keys still in its caches. The pace here lets one chunk through and
+// the next an hour later: every attempt reads one page, scans nothing
+// ahead of it, and the attempts read every key exactly once.
+func TestPacedScanReadsEachPageAsScanned(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	const n = 1000
+	pipe := c.Pipeline()
+	for i := range n {
+		pipe.ZAdd(ctx, fmt.Sprintf("s:{u%d}", i), redis.Z{Score: float64(i), Member: "m"})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	scans := func() int64 {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return commandstats.Parse(info)["scan"].Calls
+	}
+	for _, path := range []struct {
+		name string
+		c    redis.Cmdable
+	}{{"raw", c}, {"go-redis", goRedisOnly{c}}} {
+		t.Run(path.name, func(t *testing.T) {
+			rd := NewReader(false)
+			defer rd.Close()
+			p := zsetPlan(1000, 10, Edges{})
+			var pos Progress
+			seen := map[string]int{}
+			calls := 0
+			for !pos.Done {
+				if calls++; calls > n {
+					t.Fatalf("no end after %d calls: %+v", calls, pos)
+				}
+				// A chunk (pacedChunk, SCAN COUNT too) now, the next
+				// in an hour.
+				p.Pace = rate.NewLimiter(rate.Every(time.Hour), pacedChunk)
+				before := scans()
+				keys, err := readCutOff(t, func(ctx context.Context, out chan<- []KeyRead) error {
+					return rd.ScanNodeFrom(ctx, path.c, p, &pos, out)
+				})
+				if err != nil && ctx.Err() != nil {
+					t.Fatal(err)
+				}
+				if s := scans() - before; s != 1 && !pos.Done {
+					t.Fatalf("call %d: %d SCANs for one page of reads: SCAN ran ahead", calls, s)
+				}
+				if len(keys) > 2*pacedChunk {
+					t.Fatalf("call %d read %d keys, more than a page", calls, len(keys))
+				}
+				for _, k := range keys {
+					seen[k]++
+				}
+			}
+			for k, times := range seen {
+				if times != 1 {
+					t.Errorf("%s read %d times", k, times)
+				}
+			}
+			if len(seen) != n || pos.Keys != n {
+				t.Errorf("%d keys read (%d by Progress), want %d", len(seen), pos.Keys, n)
+			}
+			if calls < n/(2*pacedChunk) {
+				t.Errorf("%d calls for %d keys: the pace let more than a page through at once", calls, n)
+			}
+		})
 	}
 }

@@ -87,8 +87,10 @@ func (rd *Reader) Close() { rd.pool.Close() }
 
 // ScanNode SCANs one node for the plan's keys and reads them in pipelined
 // batches. SCAN runs ahead on its own connection, a few pages in advance,
-// so its round trips overlap the reads. Batches of results go to out; the
-// first error ends the scan and is returned.
+// so its round trips overlap the reads; under the CPU pace, one page at a
+// time, when the reads ask for it (Plan.onDemand).
+// Batches of results go to out; the first error ends the scan and is
+// returned.
 func (rd *Reader) ScanNode(ctx context.Context, c redis.Cmdable, p *Plan, out chan<- []KeyRead) error {
 	return rd.ScanNodeFrom(ctx, c, p, nil, out)
 }
@@ -155,6 +157,10 @@ func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, po
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pages := make(chan page, 4)
+	var ask chan struct{}
+	if p.onDemand() {
+		ask = make(chan struct{}, 1)
+	}
 	scanErr := make(chan error, 1)
 	// Under a key budget a SCAN page is no bigger than a chunk of reads:
 	// one SCAN COUNT 1000 holds Redis for about a millisecond, which is
@@ -167,8 +173,16 @@ func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, po
 	}
 	go func() {
 		defer close(pages)
-		first := true
+		first, asked := true, false
 		for {
+			if ask != nil && !asked {
+				select {
+				case <-ask:
+				case <-ctx.Done():
+					scanErr <- ctx.Err()
+					return
+				}
+			}
 			keys, next, err := c.Scan(ctx, cursor, p.Match, count).Result()
 			if err != nil {
 				scanErr <- fmt.Errorf("SCAN: %w", err)
@@ -180,9 +194,13 @@ func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, po
 				keys = slices.DeleteFunc(keys, func(k string) bool { _, ok := sent[k]; return ok })
 			}
 			first = false
+			// A page with none of the plan's keys was not asked
+			// for: the reads still wait for one.
+			asked = true
 			if keys = p.Shard.Filter(keys); len(keys) > 0 {
 				select {
 				case pages <- page{keys: keys, scan: true, cursor: cursor, next: next}:
+					asked = false
 				case <-ctx.Done():
 					scanErr <- ctx.Err()
 					return
@@ -195,7 +213,7 @@ func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, po
 			cursor = next
 		}
 	}()
-	if err := rd.readPages(ctx, c, p, pos, pages, out); err != nil {
+	if err := rd.readPages(ctx, c, p, pos, pages, ask, out); err != nil {
 		return err
 	}
 	err := <-scanErr
@@ -274,7 +292,7 @@ func (rd *Reader) ReadListFrom(ctx context.Context, c redis.Cmdable, p *Plan, ke
 			}
 		}
 	}()
-	err := rd.readPages(ctx, c, p, pos, pages, out)
+	err := rd.readPages(ctx, c, p, pos, pages, nil, out)
 	for range pages { // let the feeder finish on an early error
 	}
 	if err == nil {
@@ -292,17 +310,26 @@ func (rd *Reader) ReadListFrom(ctx context.Context, c redis.Cmdable, p *Plan, ke
 //
 // pos (nil: untracked) is advanced as each batch goes to out: what the
 // caller has received is exactly what pos says was handed over.
-func (rd *Reader) readPages(ctx context.Context, c redis.Cmdable, p *Plan, pos *Progress, pages <-chan page, out chan<- []KeyRead) error {
+//
+// ask (nil: none) is the SCAN's, under the pace: each page is asked
+// for once a chunk of keys is paid for, and read as soon as it comes
+// (prepaid).
+func (rd *Reader) readPages(ctx context.Context, c redis.Cmdable, p *Plan, pos *Progress, pages <-chan page, ask chan<- struct{}, out chan<- []KeyRead) error {
 	if z, ok := p.Reads.(*ZSetReads); ok {
 		if cl := resp.Client(c); cl != nil {
-			return rd.readPagesRaw(ctx, cl, c, p, z, pos, pages, out)
+			return rd.readPagesRaw(ctx, cl, c, p, z, pos, pages, ask, out)
 		}
 	}
-	for pg := range pages {
+	pp := prepaid{p: p}
+	for {
+		pg, ok, err := pp.next(ctx, pages, ask)
+		if err != nil || !ok {
+			return err
+		}
 		for rest := pg.keys; len(rest) > 0; {
-			keys := rest[:min(len(rest), p.chunk())]
+			keys := rest[:min(len(rest), pp.chunk(len(rest), ask != nil))]
 			rest = rest[len(keys):]
-			if err := p.wait(ctx, len(keys)); err != nil {
+			if err := pp.wait(ctx, len(keys), ask != nil); err != nil {
 				return err
 			}
 			reads, err := p.read(ctx, c, keys)
@@ -317,7 +344,6 @@ func (rd *Reader) readPages(ctx context.Context, c redis.Cmdable, p *Plan, pos *
 			pos.handed(&pg, keys, len(rest) == 0)
 		}
 	}
-	return nil
 }
 
 // ReadBatch reads one batch of keys in one go, for callers that handle
@@ -370,7 +396,7 @@ func (p *Plan) stamp(reads []KeyRead, at int64) {
 
 // readPagesRaw reads slot sets over a raw connection with readDepth
 // batches in flight.
-func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cmdable, p *Plan, z *ZSetReads, pos *Progress, pages <-chan page, out chan<- []KeyRead) error {
+func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cmdable, p *Plan, z *ZSetReads, pos *Progress, pages <-chan page, ask chan<- struct{}, out chan<- []KeyRead) error {
 	conn, err := rd.pool.Get(ctx, cl)
 	if err != nil {
 		return fmt.Errorf("sweep connection: %w", err)
@@ -411,11 +437,19 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 			return ctx.Err()
 		}
 	}
-	for pg := range pages {
+	pp := prepaid{p: p}
+	for {
+		pg, ok, err := pp.next(ctx, pages, ask)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
 		for rest := pg.keys; len(rest) > 0; {
-			keys := rest[:min(len(rest), p.chunk())]
+			keys := rest[:min(len(rest), pp.chunk(len(rest), ask != nil))]
 			rest = rest[len(keys):]
-			if err := p.wait(ctx, len(keys)); err != nil {
+			if err := pp.wait(ctx, len(keys), ask != nil); err != nil {
 				return err
 			}
 			at := p.at()
