@@ -30,6 +30,14 @@ func everyKind(addr string, sampling ...string) string {
 
 // everyKindOn is everyKind with c's redis block.
 func everyKindOn(c redisproc.Config, sampling ...string) string {
+	return everyKindTimed(c, time.Second, sampling...)
+}
+
+// everyKindTimed is everyKindOn with every family's times in units of
+// unit: a second for the tests whose members cross their edges, a minute
+// for those that compare exporters sweeping one after the other and
+// must see the same states however slowly a loaded machine lets them.
+func everyKindTimed(c redisproc.Config, unit time.Duration, sampling ...string) string {
 	// Unpaced: the checkpoints compare exporters that sweep one after
 	// the other between two moments at which figures change with time,
 	// and the pace (its 10 ms bursts at the prior cost) stretched three
@@ -43,14 +51,15 @@ func everyKindOn(c redisproc.Config, sampling ...string) string {
 	}
 	c.Sampling = append(c.Sampling, sampling...)
 	c.Leaks = []string{"per_user_series: 1000"}
+	times := func(name string, n time.Duration) string { return fmt.Sprintf("%s: %s", name, n*unit) }
 	c.Families = []redisproc.Family{
-		{Name: "slots", Kind: "slotset", Match: "s:*", Limit: 3, TTL: 6 * time.Second, Heartbeat: time.Second,
-			MaxHold: 8 * time.Second, Extra: []string{"stale_after: 2s"}},
+		{Name: "slots", Kind: "slotset", Match: "s:*", Limit: 3, TTL: 6 * unit, Heartbeat: unit,
+			MaxHold: 8 * unit, Extra: []string{times("stale_after", 2)}},
 		{Name: "legacy", Kind: "counter", Match: "c:*", Limit: 3},
-		{Name: "rate", Kind: "ratelimit", Match: "r:*", Limit: 5, Extra: []string{"window: 2s"}},
-		{Name: "locks", Kind: "lock", Match: "l:*", TTL: 10 * time.Second, MaxHold: 12 * time.Second},
-		{Name: "queue", Kind: "list", Match: "q:*", Extra: []string{"max_wait: 2s"}},
-		{Name: "events", Kind: "stream", Match: "x:*", MaxHold: 2 * time.Second},
+		{Name: "rate", Kind: "ratelimit", Match: "r:*", Limit: 5, Extra: []string{times("window", 2)}},
+		{Name: "locks", Kind: "lock", Match: "l:*", TTL: 10 * unit, MaxHold: 12 * unit},
+		{Name: "queue", Kind: "list", Match: "q:*", Extra: []string{times("max_wait", 2)}},
+		{Name: "events", Kind: "stream", Match: "x:*", MaxHold: 2 * unit},
 	}
 	return c.YAML()
 }
@@ -403,12 +412,15 @@ func TestShardsAddUp(t *testing.T) {
 	n := exportertest.RedisTime(t, rc)
 	for i := range 300 {
 		u := fmt.Sprintf("{u%03d}", i)
-		// "a" stays live for 5 s (ttl 6s, stale after 2s, skew 5s): far from
-		// every edge while four exporters sweep a loaded machine.
-		rc.ZAdd(ctx, "s:"+u, redis.Z{Score: float64(n + 9000), Member: "a"}, redis.Z{Score: float64(n - 100 - int64(i%2)), Member: "b"})
+		// The family's times are in minutes: "a" stays live for 110 s
+		// (ttl 6m, stale after 2m) and every other state holds as long,
+		// far from every edge while four exporters sweep a loaded
+		// machine. With times in seconds, "a" went stale between one
+		// exporter's sweep and the shards' on a busy two-core machine.
+		rc.ZAdd(ctx, "s:"+u, redis.Z{Score: float64(n + 350_000), Member: "a"}, redis.Z{Score: float64(n - 100 - int64(i%2)), Member: "b"})
 		rc.Set(ctx, "c:"+u, i%4, 0)
-		rc.Set(ctx, "r:"+u, i%6, time.Minute)
-		rc.Set(ctx, "l:"+u, "t", time.Minute)
+		rc.Set(ctx, "r:"+u, i%6, time.Hour)
+		rc.Set(ctx, "l:"+u, "t", time.Hour)
 		rc.RPush(ctx, "q:"+u, "j")
 		rc.XGroupCreateMkStream(ctx, "x:"+u, "g", "0")
 		rc.XAdd(ctx, &redis.XAddArgs{Stream: "x:" + u, Values: []string{"k", "v"}})
@@ -416,10 +428,10 @@ func TestShardsAddUp(t *testing.T) {
 	// Figures served for a minute: at a 1s interval, those of the
 	// exporter swept first went stale while the others swept a loaded
 	// machine, and it reported no slot set at all.
-	one := exportertest.New(t, rc, everyKind(srv.Addr, "interval: 1m"))
+	one := exportertest.New(t, rc, everyKindTimed(redisproc.Config{Addr: srv.Addr}, time.Minute, "interval: 1m"))
 	var shards []*exportertest.Harness
 	for i := range 3 {
-		shards = append(shards, exportertest.New(t, rc, everyKind(srv.Addr, "interval: 1m", fmt.Sprintf("shard: %d/3", i))))
+		shards = append(shards, exportertest.New(t, rc, everyKindTimed(redisproc.Config{Addr: srv.Addr}, time.Minute, "interval: 1m", fmt.Sprintf("shard: %d/3", i))))
 	}
 	for range 2 {
 		one.Sweep()
@@ -431,6 +443,9 @@ func TestShardsAddUp(t *testing.T) {
 			}
 		}
 		want := one.Metrics()
+		if live := want[`slot_members{family="slots",state="live"}`]; live != 300 {
+			t.Errorf("one exporter reports %v live members of 300: the states moved while the exporters swept", live)
+		}
 		for k, v := range want {
 			// Sums over instances are what Prometheus would add up;
 			// the exporter's own and the family's config are per

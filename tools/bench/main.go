@@ -48,6 +48,7 @@ type opts struct {
 	peer                        bool
 	outsideRate                 int
 	outsidePhase                int
+	outsideLog                  string
 }
 
 func main() {
@@ -73,6 +74,7 @@ func main() {
 	flag.IntVar(&o.phase, "phase", 60, "seconds per phase of the change-driven run: long enough for the pace to settle after the application's load changes (it measures a baseline second every 5 s)")
 	flag.IntVar(&o.outsideRate, "outside-rate", 20000, "sets a second the application writes in the outside measurement of the exporter binary at the largest size (0 skips it)")
 	flag.IntVar(&o.outsidePhase, "outside-phase", 60, "seconds per phase of the outside measurement")
+	flag.StringVar(&o.outsideLog, "outside-log", "", "keep the outside measurement's exporter log here, at --log.level=debug (the read pace logs each cost it measures)")
 	flag.BoolVar(&o.peer, "peer", true, "time Debian's prometheus-redis-exporter --check-keys over the largest size's slot sets")
 	flag.StringVar(&w.fracs, "worker-fracs", "", "internal")
 	flag.IntVar(&w.phase, "worker-phase", 0, "internal")
@@ -203,7 +205,7 @@ func run(ctx context.Context, o *opts) (*report, error) {
 	if o.outsideRate > 0 {
 		n := slices.Max(o.sizes)
 		log.Printf("outside measurement: the exporter binary at %d sets, the application writing %d sets/s", n, o.outsideRate)
-		rep.Outside = runOutside(ctx, n, o.outsideRate, time.Duration(o.outsidePhase)*time.Second)
+		rep.Outside = runOutside(ctx, n, o.outsideRate, time.Duration(o.outsidePhase)*time.Second, o.outsideLog)
 	}
 	if o.churnSets > 0 && o.churnSweeps > 0 {
 		log.Printf("churn: %d sets, %d sweeps, %.0f%% of sets changed between sweeps", o.churnSets, o.churnSweeps, o.churn*100)

@@ -54,9 +54,11 @@ type outsidePhase struct {
 	Read     int     // ZRANGE calls in the phase: the exporter's reads (the application only writes)
 }
 
-func runOutside(ctx context.Context, n, perSecond int, phase time.Duration) *outsideResult {
+// runOutside measures the binary; keepLog, if not empty, is where its
+// log is kept, at debug level.
+func runOutside(ctx context.Context, n, perSecond int, phase time.Duration, keepLog string) *outsideResult {
 	res := &outsideResult{Sets: n, Rate: perSecond, Phase: phase.Seconds()}
-	if err := measureOutside(ctx, res, phase); err != nil {
+	if err := measureOutside(ctx, res, phase, keepLog); err != nil {
 		res.Err = err.Error()
 		log.Printf("outside: %v", err)
 		return res
@@ -65,7 +67,7 @@ func runOutside(ctx context.Context, n, perSecond int, phase time.Duration) *out
 	return res
 }
 
-func measureOutside(ctx context.Context, res *outsideResult, phase time.Duration) error {
+func measureOutside(ctx context.Context, res *outsideResult, phase time.Duration, keepLog string) error {
 	dir, err := os.MkdirTemp("", "slot-exporter-outside-")
 	if err != nil {
 		return err
@@ -113,12 +115,16 @@ func measureOutside(ctx context.Context, res *outsideResult, phase time.Duration
 		return err
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	logf, err := os.Create(filepath.Join(dir, "exporter.log"))
+	logPath, args := filepath.Join(dir, "exporter.log"), []string{"--config.file", cfg, "--web.listen-address", listen}
+	if keepLog != "" {
+		logPath, args = keepLog, append(args, "--log.level=debug")
+	}
+	logf, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(bin, "--config.file", cfg, "--web.listen-address", listen)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return err
