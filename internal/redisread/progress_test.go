@@ -50,20 +50,8 @@ func TestReadsGoOnFromProgress(t *testing.T) {
 	c := srv.Client()
 	ctx := context.Background()
 	const n, batch = 1000, 10
-	var all []string
-	pipe := c.Pipeline()
-	for i := range n {
-		k := fmt.Sprintf("s:{u%d}", i)
-		all = append(all, k)
-		pipe.ZAdd(ctx, k, redis.Z{Score: float64(i), Member: "m"})
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range []struct {
-		name string
-		c    redis.Cmdable
-	}{{"raw", c}, {"go-redis", goRedisOnly{c}}} {
+	all := oneMemberSets(t, c, n)
+	for _, path := range bothPaths(c) {
 		for _, list := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/list=%v", path.name, list), func(t *testing.T) {
 				rd := NewReader(false)
@@ -119,13 +107,7 @@ func TestPacedScanReadsEachPageAsScanned(t *testing.T) {
 	c := srv.Client()
 	ctx := context.Background()
 	const n = 1000
-	pipe := c.Pipeline()
-	for i := range n {
-		pipe.ZAdd(ctx, fmt.Sprintf("s:{u%d}", i), redis.Z{Score: float64(i), Member: "m"})
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
+	oneMemberSets(t, c, n)
 	scans := func() int64 {
 		info, err := c.Info(ctx, "commandstats").Result()
 		if err != nil {
@@ -133,10 +115,7 @@ func TestPacedScanReadsEachPageAsScanned(t *testing.T) {
 		}
 		return commandstats.Parse(info)["scan"].Calls
 	}
-	for _, path := range []struct {
-		name string
-		c    redis.Cmdable
-	}{{"raw", c}, {"go-redis", goRedisOnly{c}}} {
+	for _, path := range bothPaths(c) {
 		t.Run(path.name, func(t *testing.T) {
 			rd := NewReader(false)
 			defer rd.Close()
@@ -181,4 +160,21 @@ func TestPacedScanReadsEachPageAsScanned(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oneMemberSets writes n slot sets of one member each, s:{u0} to
+// s:{u<n-1>}, and returns their names.
+func oneMemberSets(t *testing.T, c *redis.Client, n int) []string {
+	t.Helper()
+	var keys []string
+	pipe := c.Pipeline()
+	for i := range n {
+		k := fmt.Sprintf("s:{u%d}", i)
+		keys = append(keys, k)
+		pipe.ZAdd(context.Background(), k, redis.Z{Score: float64(i), Member: "m"})
+	}
+	if _, err := pipe.Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }

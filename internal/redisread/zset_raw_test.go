@@ -23,6 +23,18 @@ import (
 // takes only a *redis.Client, so reads through it go through go-redis.
 type goRedisOnly struct{ redis.Cmdable }
 
+// readPath is one way the reader reaches Redis: "raw" over a connection
+// of its own, "go-redis" through the client.
+type readPath struct {
+	name string
+	c    redis.Cmdable
+}
+
+// bothPaths are c read raw and through go-redis.
+func bothPaths(c *redis.Client) []readPath {
+	return []readPath{{"raw", c}, {"go-redis", goRedisOnly{c}}}
+}
+
 // zsetPlan reads slot sets with at most maxMembers members member by
 // member; bigger ones are counted at edges.
 func zsetPlan(scanCount, maxMembers int64, edges Edges) *Plan {

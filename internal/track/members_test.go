@@ -286,17 +286,7 @@ func TestMemberScoresRebase(t *testing.T) {
 	}
 	// Half the members far from the other half: a rebase cannot reach
 	// both, and the base stays where the second pass left it.
-	now += 1000
-	for i := range n {
-		score := float64(now + 2000)
-		if i%2 == 0 {
-			score += 1e12
-		}
-		observe(i, score)
-	}
-	tr.Sweep(now, nil, false, &rules)
-	base, wide := tr.base, len(tr.wide)
-	for range 5 {
+	split := func() {
 		now += 1000
 		for i := range n {
 			score := float64(now + 2000)
@@ -306,6 +296,11 @@ func TestMemberScoresRebase(t *testing.T) {
 			observe(i, score)
 		}
 		tr.Sweep(now, nil, false, &rules)
+	}
+	split()
+	base, wide := tr.base, len(tr.wide)
+	for range 5 {
+		split()
 	}
 	if tr.base != base || len(tr.wide) != wide || wide < n/2-1 || wide > n/2+1 {
 		t.Errorf("base %v with %d wide, then %v with %d: the base moved every sweep", base, wide, tr.base, len(tr.wide))
