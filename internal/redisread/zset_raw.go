@@ -2,8 +2,10 @@ package redisread
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/internal/resp"
 )
@@ -87,4 +89,83 @@ func readZRange(c *resp.Conn, prefix *xxhash.Digest, slab *[]Member) (n int, err
 		*slab = append(*slab, Member{Hash: d.Sum64(), Score: score})
 	}
 	return n, nil, nil
+}
+
+// readPagesRaw reads slot sets over a raw connection with readDepth
+// batches in flight.
+func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cmdable, p *Plan, z *ZSetReads, pos *Progress, pages <-chan page, ask chan<- struct{}, out chan<- []KeyRead) error {
+	conn, err := rd.pool.Get(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("sweep connection: %w", err)
+	}
+	type batch struct {
+		keys []string
+		at   int64
+		pg   *page
+		last bool
+	}
+	var inflight []batch
+	defer func() {
+		if len(inflight) > 0 {
+			conn.MarkBroken() // replies left unread
+		}
+		rd.pool.Put(cl, conn)
+	}()
+	recv := func() error {
+		keys := inflight[0].keys
+		reads := make([]KeyRead, len(keys))
+		big, err := recvSlotReads(ctx, conn, keys, z.MaxMembers, reads)
+		if err != nil {
+			return err
+		}
+		p.stamp(reads, inflight[0].at)
+		if len(big) > 0 {
+			if err := z.countOversized(ctx, c, reads, big); err != nil {
+				return err
+			}
+		}
+		b := inflight[0]
+		inflight = inflight[1:]
+		select {
+		case out <- reads:
+			pos.handed(b.pg, b.keys, b.last)
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	pp := prepaid{p: p}
+	for {
+		pg, ok, err := pp.next(ctx, pages, ask)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		for rest := pg.keys; len(rest) > 0; {
+			keys := rest[:min(len(rest), pp.chunk(len(rest), ask != nil))]
+			rest = rest[len(keys):]
+			if err := pp.wait(ctx, len(keys), ask != nil); err != nil {
+				return err
+			}
+			at := p.at()
+			if err := conn.SendSlotReads(ctx, keys, z.MaxMembers); err != nil {
+				return err
+			}
+			rd.slotReads.Add(uint64(len(keys)))
+			inflight = append(inflight, batch{keys, at, &pg, len(rest) == 0})
+			if len(inflight) >= p.depth() {
+				if err := recv(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for len(inflight) > 0 {
+		if err := recv(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

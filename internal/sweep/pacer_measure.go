@@ -1,0 +1,144 @@
+// What the read pace measures of Redis once a second: its CPU (INFO
+// cpu), the time inside the reads' own commands (INFO commandstats), and
+// the invalidations client tracking sent.
+
+package sweep
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slotexporter/slot_exporter/internal/changefeed"
+	"github.com/slotexporter/slot_exporter/internal/commandstats"
+)
+
+// cpuSample is one second's reading of Redis and of the exporter's own
+// counts; the pacer works on the difference between two.
+type cpuSample struct {
+	cpu     float64
+	at      time.Time
+	keys    uint64
+	inv     changefeed.Invalidations
+	readers bool
+	// slotReads, zrange and pttl price the slot sets read, scan the
+	// SCANs (haveCmd: commandstats was read on every node).
+	slotReads          uint64
+	zrange, pttl, scan commandstats.Stat
+	haveCmd            bool
+}
+
+// tick reads INFO cpu (and commandstats, with raw slot-set reads) from
+// every node, folds the sample in, and holds the reads for a second
+// every quietEvery while they go on without pause.
+func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger) {
+	p.mu.Lock()
+	nodes, inv, slotReads := p.nodes, p.invalidations, p.slotReads
+	p.mu.Unlock()
+	if len(nodes) == 0 {
+		return
+	}
+	readers := p.active.Load() > 0
+	var total float64
+	var zrange, pttl, scan commandstats.Stat
+	haveCmd := slotReads != nil
+	var reads uint64
+	if haveCmd {
+		reads = slotReads()
+	}
+	for _, n := range nodes {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		info, err := n.C.Info(cctx, "cpu").Result()
+		cancel()
+		if err != nil {
+			p.mu.Lock()
+			if !p.warned && ctx.Err() == nil {
+				p.warned = true
+				logger.Warn("cannot read INFO cpu; reads are paced by the assumed cost per key", "node", n.Addr, "err", err,
+					"keys_per_second", int(p.share/p.cost))
+			}
+			p.haveLast = false
+			p.mu.Unlock()
+			return
+		}
+		total += infoFloat(info, "used_cpu_sys") + infoFloat(info, "used_cpu_user")
+		if haveCmd {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			info, err := n.C.Info(cctx, "commandstats").Result()
+			cancel()
+			if err != nil {
+				haveCmd = false // the floor is left out; the pace goes on
+				continue
+			}
+			st := commandstats.Parse(info)
+			zrange, pttl, scan = zrange.Plus(st["zrange"]), pttl.Plus(st["pttl"]), scan.Plus(st["scan"])
+		}
+	}
+	s := cpuSample{cpu: total, at: time.Now(), keys: p.keys.Load(), readers: readers || p.active.Load() > 0,
+		slotReads: reads, zrange: zrange, pttl: pttl, scan: scan, haveCmd: haveCmd}
+	if inv != nil {
+		s.inv = inv()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.observe(s) {
+		// What the pace stands on, for whoever wonders why the reads go
+		// at the rate they do (--log.level=debug).
+		logger.Debug("read pace: cost per key measured", "cost_us", round2(p.cost*1e6), "floor_us", round2(p.lastFloor*1e6), "floor_ratio", round2(p.floorRatio),
+			"application_core_percent", round2(p.baseline*100), "invalidations_core_percent", round2(p.invShare*100),
+			"keys_per_second", int(p.KeysPerSecond()))
+	}
+	switch {
+	case p.quiet:
+		p.quiet = false
+	case s.readers && s.at.Sub(p.lastQuiet) >= quietEvery:
+		p.quiet = true
+		p.hold(s.at)
+	}
+}
+
+// readCommandsTime is Redis's time inside the reads' commands between
+// two samples (seconds): the slot sets read, priced at the mean time of a
+// ZRANGE and a PTTL call over the same span, and every SCAN (an
+// application seldom SCANs; the exporter's discovery does). The means are
+// of every client's calls; an application's larger ZRANGEs raise them,
+// and so slow the reads, the safe side. The slot sets counted are at most
+// the calls Redis counted: a batch sent but not yet run when INFO was
+// answered is priced in the next span. 0 without the counts, or when they
+// went back (a restart, CONFIG RESETSTAT).
+func readCommandsTime(prev, s cpuSample) float64 {
+	if !prev.haveCmd || !s.haveCmd || s.slotReads <= prev.slotReads {
+		return 0
+	}
+	n := min(int64(s.slotReads-prev.slotReads), s.zrange.Calls-prev.zrange.Calls, s.pttl.Calls-prev.pttl.Calls)
+	if n <= 0 {
+		return 0
+	}
+	z, okZ := commandstats.PerCall(prev.zrange, s.zrange)
+	t, okT := commandstats.PerCall(prev.pttl, s.pttl)
+	if !okZ || !okT {
+		return 0
+	}
+	scan := float64(max(s.scan.Usec-prev.scan.Usec, 0))
+	return (float64(n)*(z+t) + scan) / 1e6
+}
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
+
+func infoFloat(info, name string) float64 {
+	v, _ := strconv.ParseFloat(infoField(info, name), 64)
+	return v
+}
+
+// infoField returns the value of "name:value" in an INFO reply.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
