@@ -54,43 +54,23 @@ func TestReadsGoOnFromProgress(t *testing.T) {
 	for _, path := range bothPaths(c) {
 		for _, list := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/list=%v", path.name, list), func(t *testing.T) {
-				rd := NewReader(false)
-				defer rd.Close()
-				p := zsetPlan(1000, 10, Edges{})
-				var pos Progress
-				seen := map[string]int{}
-				calls := 0
-				for !pos.Done {
-					calls++
-					if calls > 10*n {
-						t.Fatalf("no end after %d calls: %+v", calls, pos)
-					}
+				readInAttempts(t, n, 10*n, func(call int, rd *Reader, p *Plan, pos *Progress) []string {
 					// 10 keys a batch (the least chunk), and SCAN COUNT 10.
 					p.Budget = rate.NewLimiter(rate.Every(time.Hour), batch)
 					keys, err := readCutOff(t, func(ctx context.Context, out chan<- []KeyRead) error {
 						if list {
-							return rd.ReadKeysFrom(ctx, path.c, p, all, &pos, out)
+							return rd.ReadKeysFrom(ctx, path.c, p, all, pos, out)
 						}
-						return rd.ScanNodeFrom(ctx, path.c, p, &pos, out)
+						return rd.ScanNodeFrom(ctx, path.c, p, pos, out)
 					})
 					if err != nil && ctx.Err() != nil {
 						t.Fatal(err)
 					}
 					if len(keys) > batch {
-						t.Fatalf("call %d read %d keys: the cut-off after a batch of %d did not happen", calls, len(keys), batch)
+						t.Fatalf("call %d read %d keys: the cut-off after a batch of %d did not happen", call, len(keys), batch)
 					}
-					for _, k := range keys {
-						seen[k]++
-					}
-				}
-				for _, k := range all {
-					if seen[k] != 1 {
-						t.Errorf("%s read %d times", k, seen[k])
-					}
-				}
-				if len(seen) != n || pos.Keys != n {
-					t.Errorf("%d keys read (%d by Progress), want %d", len(seen), pos.Keys, n)
-				}
+					return keys
+				})
 			})
 		}
 	}
@@ -117,49 +97,62 @@ func TestPacedScanReadsEachPageAsScanned(t *testing.T) {
 	}
 	for _, path := range bothPaths(c) {
 		t.Run(path.name, func(t *testing.T) {
-			rd := NewReader(false)
-			defer rd.Close()
-			p := zsetPlan(1000, 10, Edges{})
-			var pos Progress
-			seen := map[string]int{}
-			calls := 0
-			for !pos.Done {
-				if calls++; calls > n {
-					t.Fatalf("no end after %d calls: %+v", calls, pos)
-				}
+			calls := readInAttempts(t, n, n, func(call int, rd *Reader, p *Plan, pos *Progress) []string {
 				// A chunk (pacedChunk, SCAN COUNT too) now, the next
 				// in an hour.
 				p.Pace = rate.NewLimiter(rate.Every(time.Hour), pacedChunk)
 				before := scans()
 				keys, err := readCutOff(t, func(ctx context.Context, out chan<- []KeyRead) error {
-					return rd.ScanNodeFrom(ctx, path.c, p, &pos, out)
+					return rd.ScanNodeFrom(ctx, path.c, p, pos, out)
 				})
 				if err != nil && ctx.Err() != nil {
 					t.Fatal(err)
 				}
 				if s := scans() - before; s != 1 && !pos.Done {
-					t.Fatalf("call %d: %d SCANs for one page of reads: SCAN ran ahead", calls, s)
+					t.Fatalf("call %d: %d SCANs for one page of reads: SCAN ran ahead", call, s)
 				}
 				if len(keys) > 2*pacedChunk {
-					t.Fatalf("call %d read %d keys, more than a page", calls, len(keys))
+					t.Fatalf("call %d read %d keys, more than a page", call, len(keys))
 				}
-				for _, k := range keys {
-					seen[k]++
-				}
-			}
-			for k, times := range seen {
-				if times != 1 {
-					t.Errorf("%s read %d times", k, times)
-				}
-			}
-			if len(seen) != n || pos.Keys != n {
-				t.Errorf("%d keys read (%d by Progress), want %d", len(seen), pos.Keys, n)
-			}
+				return keys
+			})
 			if calls < n/(2*pacedChunk) {
 				t.Errorf("%d calls for %d keys: the pace let more than a page through at once", calls, n)
 			}
 		})
 	}
+}
+
+// readInAttempts reads the n slot sets of oneMemberSets in attempts that
+// go on from one Progress, until it says done: attempt reads once (its
+// call number from 1) and returns the keys it read. It fails after
+// maxCalls attempts, and unless every key was read exactly once; it
+// returns the number of attempts.
+func readInAttempts(t *testing.T, n, maxCalls int, attempt func(call int, rd *Reader, p *Plan, pos *Progress) []string) int {
+	t.Helper()
+	rd := NewReader(false)
+	defer rd.Close()
+	p := zsetPlan(1000, 10, Edges{})
+	var pos Progress
+	seen := map[string]int{}
+	calls := 0
+	for !pos.Done {
+		if calls++; calls > maxCalls {
+			t.Fatalf("no end after %d calls: %+v", maxCalls, pos)
+		}
+		for _, k := range attempt(calls, rd, p, &pos) {
+			seen[k]++
+		}
+	}
+	for k, times := range seen {
+		if times != 1 {
+			t.Errorf("%s read %d times", k, times)
+		}
+	}
+	if len(seen) != n || pos.Keys != n {
+		t.Errorf("%d keys read (%d by Progress), want %d", len(seen), pos.Keys, n)
+	}
+	return calls
 }
 
 // oneMemberSets writes n slot sets of one member each, s:{u0} to
