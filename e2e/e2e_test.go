@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -129,11 +130,21 @@ func writeBullQueue(t *testing.T, c *redis.Client) {
 	exportertest.Must(t, err)
 }
 
+// prometheusConfig scrapes every second (a minute, scaled) and evaluates
+// every half second. The expiry spike is one jump of the expired counter:
+// rate() over the scaled 5 s window sees it from the first evaluation after
+// the sample that carries it until the sample before it leaves the window,
+// about 4 s, and the scaled `for:` needs 2 s of it. Evaluated every second
+// that was 4 evaluations where 3 were needed (the diagnostics below show
+// it), so one scrape appended late, or missed, on a loaded machine could
+// leave the alert pending for good (a loaded run of .ci/run once saw it
+// never fire, which this fits); every half second, that costs half a
+// second of a margin of about two.
 func prometheusConfig(rulesFile, exporterAddr, amAddr string) string {
 	return fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 1s
-  evaluation_interval: 1s
+  evaluation_interval: 500ms
 rule_files:
   - %q
 alerting:
@@ -343,6 +354,16 @@ func TestAlertsEndToEnd(t *testing.T) {
 	e.onFailure(func() string {
 		var b strings.Builder
 		b.WriteString(hook.summary())
+		// The raw samples of the last two minutes behind the expiry spike
+		// and the scrapes, ahead of the long dumps below.
+		for _, q := range []string{
+			`family:slot_holds_ended_expired:ratio_rate5m{family="streams"}[2m]`,
+			`slot_holds_ended_total{family="streams"}[2m]`,
+			`up{job="slot_exporter"}[2m]`,
+			`scrape_duration_seconds{job="slot_exporter"}[2m]`,
+		} {
+			b.WriteString("\n===== " + q + "\n" + prom.raw("/api/v1/query?query="+url.QueryEscape(q), 8000))
+		}
 		b.WriteString("\n===== prometheus alerts\n" + prom.raw("/api/v1/alerts", 30000))
 		b.WriteString("\n===== prometheus rules\n" + prom.raw("/api/v1/rules", 60000))
 		b.WriteString("\n===== prometheus targets\n" + prom.raw("/api/v1/targets?state=active", 5000))
@@ -536,7 +557,7 @@ func TestAlertsEndToEnd(t *testing.T) {
 		// The margin of the spike rule at this scale, to tell a rule about
 		// to stop firing from one that fires comfortably.
 		peak, _ := prom.query(`max_over_time(family:slot_holds_ended_expired:ratio_rate5m{family="streams"}[2m])`)
-		above, _ := prom.query(`count_over_time((family:slot_holds_ended_expired:ratio_rate5m{family="streams"} > 0.5)[2m:1s])`)
+		above, _ := prom.query(`count_over_time((family:slot_holds_ended_expired:ratio_rate5m{family="streams"} > 0.5)[2m:500ms])`)
 		var p, a any
 		if len(peak) > 0 {
 			p = peak[0].Value[1]
