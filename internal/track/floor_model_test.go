@@ -126,8 +126,10 @@ func (m *modelFloor) top(n int, now int64) ([]UserView, int) {
 // kept, long names, used values beyond 32 bits, Redis time that stalls
 // and steps back) and compares every aggregate and every view.
 func TestFloorMatchesModel(t *testing.T) {
-	// Used values at and past the edges of a record's 32 bits.
-	wide := []int64{1<<31 - 1, 1 << 31, 1 << 40, -1 << 31, -1<<31 - 1, -1 << 40}
+	// Used values at and past the edges of a record's 32 bits, and of
+	// -16383 to 16382 that a sweep's sums hold without pendWide.
+	wide := []int64{1<<31 - 1, 1 << 31, 1 << 40, -1 << 31, -1<<31 - 1, -1 << 40,
+		16383, 16384, -16383, -16384, 32767, 32768, -32768}
 	sawWide := false
 	for seed := int64(0); seed < 16; seed++ {
 		r := rand.New(rand.NewSource(seed))
@@ -165,7 +167,7 @@ func TestFloorMatchesModel(t *testing.T) {
 						used = wide[r.Intn(len(wide))]
 					}
 					if r.Intn(50) == 0 {
-						flags = 2
+						flags = 1 << r.Intn(7) // every anomaly bit (Listed is no anomaly)
 					}
 					f.Add(h, name, used, flags)
 					m.add(h, name, used, flags)

@@ -10,9 +10,10 @@ import (
 // nothing to scan. Times are the generations of the commits that set
 // them (FloorTracker.genTime maps them back): every time a user keeps is
 // some sweep's Redis time. What a sweep adds up for the user is not here
-// but in FloorTracker.pend, which only the sweep in flight holds: at a
-// million users the record went from 56 to 40 bytes in the table (16 MB),
-// and pend costs 10 bytes a user while a sweep runs. The used values are
+// but in FloorTracker.pendCode and pendFlags, which only the sweep in
+// flight holds: at a million users the record went from 56 to 40 bytes
+// in the table (16 MB), and those cost 3 bytes a user while a sweep
+// runs. The used values are
 // 32 bits here, with the rare user whose values do not fit (a counter in
 // the billions) in FloorTracker.wide: 8 MB less at a million users.
 type userRec struct {
@@ -43,13 +44,13 @@ const (
 // fit in 32 bits.
 type wideValues struct{ used, w0used int64 }
 
-// pendFlags' bits above the anomaly flags.
+// The bits of a record's values in the sweep in flight (pending) above
+// the anomaly flags.
 const (
 	pendAdded uint16 = 1 << (8 + iota) // the user was added in this sweep
 	// pendRestart: in this sweep used went back to its baseline without
 	// reaching 0 (a rate counter that restarted).
 	pendRestart
-	pendIsWide // the used value is in FloorTracker.pendWide
 )
 
 // nameRef locates a name in a nameArena: chunk number << 16 | offset.
