@@ -40,9 +40,12 @@ type slotSet struct {
 	// (keytable.LowHalf), and each entry's hash is its key's whole hash.
 	held keytable.Table[slotHeld]
 	// replayUsed is Replay's count of holding members per held key, by
-	// entry number: only while Replay runs (4 bytes a key), not in
-	// every entry between sweeps.
-	replayUsed []uint32
+	// entry number: only while Replay runs, not in every entry between
+	// sweeps. A byte a key, with the counts past 255 in replayMore: a
+	// slot set of a concurrency cap holds a few members, and at a
+	// million keys 32-bit counts were 3 MB more while a sweep replays.
+	replayUsed []uint8
+	replayMore map[int]int64
 	// unreplayable: slot identities of members read from a key whose low
 	// half is held for another key (about a hundred pairs among a million
 	// keys). Such a key is not held, so it is read every sweep; its
@@ -221,7 +224,7 @@ func (t *slotSet) Replay(sw *Sweep) int {
 	if n == 0 {
 		return 0
 	}
-	t.replayUsed = make([]uint32, t.held.Len())
+	t.replayUsed, t.replayMore = make([]uint8, t.held.Len()), nil
 	t.members.Replay(sw.Now, &t.bounds, &t.rules, t.replayMembers)
 	for i := range t.held.Len() {
 		_, e := t.held.At(i)
@@ -234,11 +237,23 @@ func (t *slotSet) Replay(sw *Sweep) int {
 		case e.bits&replayedEarly != 0:
 			t.cur.expiringEarly++
 		}
-		sw.Floor.Add(e.user, "", int64(t.replayUsed[i]), e.flags)
+		sw.Floor.Add(e.user, "", int64(t.replayUsed[i])+t.replayMore[i], e.flags)
 		e.bits &^= replaying | replayedEarly
 	}
-	t.replayUsed = nil
+	t.replayUsed, t.replayMore = nil, nil
 	return n
+}
+
+// countReplayed counts one more holding member of held key i.
+func (t *slotSet) countReplayed(i int) {
+	if t.replayUsed[i] < math.MaxUint8 {
+		t.replayUsed[i]++
+		return
+	}
+	if t.replayMore == nil {
+		t.replayMore = map[int]int64{}
+	}
+	t.replayMore[i]++
 }
 
 // replayMembers tallies a batch of members the member table offers to
@@ -265,7 +280,7 @@ func (t *slotSet) replayMembers(ms []track.Replayed) {
 		t.cur.members[m.State]++
 		e.flags |= m.State.Anomaly()
 		if m.State.Holding() {
-			t.replayUsed[t.found[i]]++
+			t.countReplayed(t.found[i])
 			// As apply's check on the newest score: the key expires
 			// before this member would, by more than the skew.
 			if exp := e.expiry(); m.State != track.StateFuture && exp >= 0 && float64(exp)+t.rules.Skew < t.rules.Expiry(m.Score) {
