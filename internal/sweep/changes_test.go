@@ -937,14 +937,14 @@ func writeSets(t *testing.T, rc *redis.Client, from, n int, member string, expir
 	}
 }
 
-// TestChangesPastLimitReadEverything: once more than half a family's
-// keys on a node were written since its last read, the feed stops
+// TestChangesPastLimitReadEverything: once more than a quarter of a
+// family's keys on a node were written since its last read, the feed stops
 // listing their names and the next sweep reads every key; under that,
 // only what changed. Either way every figure is a full read's.
 func TestChangesPastLimitReadEverything(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client()
-	const sets = 3000 // the limit: 1500 names
+	const sets = 6000 // the limit: 1500 names
 	full := exportertest.New(t, rc, hourSets(srv.Addr, "window: 10m", "track_changes: false"))
 	changed := exportertest.New(t, rc, hourSets(srv.Addr, "window: 10m", "track_changes: true"))
 	expiry := float64(exportertest.RedisTime(t, rc) + time.Hour.Milliseconds())
@@ -965,35 +965,35 @@ func TestChangesPastLimitReadEverything(t *testing.T) {
 	}
 	write(0, sets, "a")
 	step("first sweep", sets, sets)
-	// A slice of the reconciliation is due each sweep: 3000 keys * 1m
-	// / 5h, 10 keys, a SCAN page at most.
+	// A slice of the reconciliation is due each sweep: 6000 keys * 1m
+	// / 5h, 20 keys, a SCAN page at most.
 	write(0, 1400, "b")
-	step("1400 of 3000 written", 1400, 1400+20)
+	step("1400 of 6000 written", 1400, 1400+40)
 	write(100, 1600, "c")
-	step("1600 of 3000 written", sets, sets)
+	step("1600 of 6000 written", sets, sets)
 	write(2000, 10, "d")
-	step("10 written", 10, 10+20)
+	step("10 written", 10, 10+40)
 }
 
 // TestChangesFirstReadLimit: before a first read completes nobody knows
 // how many keys there are, so the feed's limit follows the keys read so
-// far (half of them, at least 1024 names). Every key written while the
-// first read has read few of them is more than half: by the end of the
-// read the feed has given up listing their names, rather than hold
-// every one. 1200 keys written once it has read 2600 of 3000 are under
-// half of those, and listed.
+// far (a quarter of them, at least 1024 names). Every key written while
+// the first read has read few of them is more than a quarter: by the end
+// of the read the feed has given up listing their names, rather than
+// hold every one. 1200 keys written once it has read 5200 of 6000 are
+// under a quarter of those, and listed.
 func TestChangesFirstReadLimit(t *testing.T) {
-	const sets = 3000
+	const sets = 6000
 	for _, c := range []struct {
 		after, written int
 		all            bool
-	}{{0, sets, true}, {2600, 1200, false}} {
+	}{{0, sets, true}, {5200, 1200, false}} {
 		srv := redistest.Start(t)
 		rc := srv.Client()
 		ctx := context.Background()
-		// 1000 keys a second: the first read takes about 3s, the
+		// 2000 keys a second: the first read takes about 3s, the
 		// writes below a few milliseconds.
-		h := exportertest.New(t, rc, hourSets(srv.Addr, "max_keys_per_second: 1000", "track_changes: true"))
+		h := exportertest.New(t, rc, hourSets(srv.Addr, "max_keys_per_second: 2000", "track_changes: true"))
 		expiry := float64(exportertest.RedisTime(t, rc) + time.Hour.Milliseconds())
 		write := func(n int, member string) {
 			t.Helper()
