@@ -127,9 +127,9 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 // about an interval's writes as changed, under a tenth of a million
 // keys; in a large keyspace a sweep that takes a quarter or more has
 // fallen behind, and then every sweep reads every key, so that the
-// names gathered only fill a set that gives up. In the outside measurement,
-// which reads every key after its first read, the set filling to half
-// the keys was 17 MB of the 169 MB largest live heap.
+// names gathered only fill a set that gives up. In the outside
+// measurement, which reads every key after its first read, the set
+// filling to half the keys was 17 MB of the 169 MB largest live heap.
 const (
 	changedShare    = 0.25
 	minChangedLimit = 1024
