@@ -129,7 +129,7 @@ func writeAnomalousSet(ctx context.Context, c *redis.Client, now int64) (anomalo
 	as := anomalousSet{Key: "joishi:streams:peer-anomalous", Live: 1, Future: 1, Expired: 2}
 	ttl := int64(benchTiming.ttl)
 	err := c.ZAdd(ctx, as.Key,
-		redis.Z{Score: float64(now + ttl/2), Member: "live"},
+		redis.Z{Score: float64(now + ttl), Member: "live"}, // just heartbeated
 		// An expiry written in microseconds where milliseconds were meant.
 		redis.Z{Score: float64((now + ttl) * 1000), Member: "future"},
 		redis.Z{Score: float64(now - 60_000), Member: "dead-1"},
