@@ -118,11 +118,11 @@ func (f *FloorTracker) setPending(i int, used int64, fl uint16) {
 	if f.pendCode[i] >= pendWideRestart {
 		delete(f.pendWide, i)
 	}
-	f.pendFlags[i] = uint8(fl)
 	if fl&pendAdded == 0 {
 		f.pendCode[i], f.pendFlags[i] = 0, 0
 		return
 	}
+	f.pendFlags[i] = uint8(fl)
 	var restart uint16
 	if fl&pendRestart != 0 {
 		restart = 1
