@@ -213,3 +213,43 @@ func BenchmarkFindMany(b *testing.B) {
 		}
 	})
 }
+
+func TestSetMatchesMap(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	var s Set
+	want := map[uint64]bool{}
+	for i := range 200000 {
+		// Few distinct hashes at first (repeats), wide ones later; the
+		// hash 0, which marks a free slot, now and then.
+		h := uint64(r.Int63n(int64(1000 + i)))
+		if i%5 == 0 {
+			h = r.Uint64()
+		}
+		if s.Has(h) != want[h] {
+			t.Fatalf("op %d: Has(%d) = %v, want %v", i, h, s.Has(h), want[h])
+		}
+		if added := s.Add(h); added == want[h] {
+			t.Fatalf("op %d: Add(%d) = %v with the hash there: %v", i, h, added, want[h])
+		}
+		want[h] = true
+		if s.Len() != len(want) {
+			t.Fatalf("op %d: Len %d, want %d", i, s.Len(), len(want))
+		}
+	}
+	if !want[0] {
+		t.Fatal("the hash 0 was never added: the test misses its case")
+	}
+	for h := range want {
+		if !s.Has(h) {
+			t.Fatalf("lost %d", h)
+		}
+	}
+	for range 10000 {
+		if h := r.Uint64(); !want[h] && s.Has(h) {
+			t.Fatalf("Has(%d) of a hash never added", h)
+		}
+	}
+	if load := float64(s.n) / float64(len(s.slots)); load > maxLoad || load < loadAfter*0.99 {
+		t.Fatalf("%d hashes in %d slots: %.2f full, want %.2f to %.2f", s.n, len(s.slots), load, loadAfter, maxLoad)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/slotexporter/slot_exporter/internal/keytable"
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
@@ -27,7 +28,7 @@ type sweepRun struct {
 	reads    redisread.Reads
 	plan     *redisread.Plan
 	sets     int
-	seenKeys map[uint64]struct{} // only with several nodes, or a cluster
+	seenKeys *keytable.Set // only with several nodes, or a cluster
 	// moved are keys a node redirected: they changed nodes mid-sweep and
 	// are read again through the cluster (rereadMoved).
 	moved     []string
@@ -135,7 +136,7 @@ func (f *family) begin(ctx context.Context) (*sweepRun, []topology.Node, error) 
 		run.progress[n.Addr] = &redisread.Progress{}
 	}
 	if len(nodes) > 1 || start != nil {
-		run.seenKeys = make(map[uint64]struct{})
+		run.seenKeys = &keytable.Set{}
 	}
 	// Before Begin: a kind that holds keys to replay them reads what it
 	// needs of each (their expiry) only then.
@@ -302,14 +303,14 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 	}
 	if run.seenKeys != nil {
 		// A key that changed nodes mid-sweep can be read on both.
-		if _, dup := run.seenKeys[kh]; dup {
+		if run.seenKeys.Has(kh) {
 			// Nor is it tracked twice: the node it left may read it
 			// as gone (a replica, which knows nothing of a migration),
 			// which must not make the kind forget it.
 			return
 		}
 		if kr.Status != redisread.Gone {
-			run.seenKeys[kh] = struct{}{}
+			run.seenKeys.Add(kh)
 		}
 	}
 	if run.replayer != nil {

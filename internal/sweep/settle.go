@@ -47,7 +47,7 @@ func (f *family) settle(ctx context.Context, st *sweepRun, start *topology.SlotV
 				keys, complete := end.KeysIn(ctx, slots, f.cfg.MatchRegexp)
 				bounded = complete
 				for _, k := range keys {
-					if _, seen := st.seenKeys[xxhash.Sum64String(k)]; !seen {
+					if !st.seenKeys.Has(xxhash.Sum64String(k)) {
 						st.moved = append(st.moved, k)
 					}
 				}
@@ -82,7 +82,7 @@ func (f *family) rereadMoved(ctx context.Context, st *sweepRun) {
 		}
 		uniq[k] = struct{}{}
 		if st.seenKeys != nil {
-			if _, ok := st.seenKeys[xxhash.Sum64String(k)]; ok {
+			if st.seenKeys.Has(xxhash.Sum64String(k)) {
 				continue
 			}
 		}

@@ -86,6 +86,9 @@ func runClusterChanges(ctx context.Context, o *opts) (*clusterResult, error) {
 	log.Printf("cluster: loaded in %s (%v keys a master)", res.LoadTime.Round(time.Millisecond), res.KeysPerNode)
 	args := append([]string{"-role", "changes", "-sets", strconv.Itoa(n), "-worker-fracs", *clusterFracs,
 		"-worker-phase", strconv.Itoa(o.phase)}, clusterTarget(c).args()...)
+	if o.heapprofile != "" {
+		args = append(args, "-worker-heapprofile", o.heapprofile+".cluster")
+	}
 	if err := runChild(ctx, args, &res.Changes); err != nil {
 		return nil, err
 	}
