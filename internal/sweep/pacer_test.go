@@ -118,6 +118,26 @@ func TestPacerCostNotBelowItsCommands(t *testing.T) {
 	}
 }
 
+// TestPacerFloorBeforeItCanLearn: under an application as busy as the
+// reads, the whole cost over the commands' time can never be learned
+// (the reads never stand out), and the floor takes it as twice their
+// time: where a key costs twice its commands, as in `make bench`'s
+// outside measurement, the share holds from the start.
+func TestPacerFloorBeforeItCanLearn(t *testing.T) {
+	const cost, cmdCost = 8e-6, 4e-6
+	p := newCPUPacer(0.1)
+	_, share := drive(p, 180, cost, cmdCost, func(_ int, held bool) float64 {
+		if held {
+			return 0.14 // what the application put off, done now
+		}
+		return 0.1
+	})
+	t.Logf("share %.3f, cost %.2f µs, floor %.2f µs, ratio %.2f", share, p.cost*1e6, p.lastFloor*1e6, p.floorRatio)
+	if share > 0.11 {
+		t.Errorf("under a busy application the exporter took %.3f of a core; the floor of twice its commands' time holds it to 0.1", share)
+	}
+}
+
 // TestPacerKeepsItsShareAcrossHolds: a read that never stops of itself
 // (the first read of a large Redis) is held a second in every quietEvery,
 // and makes up for it between the holds: over a minute it gets its share,
