@@ -86,7 +86,8 @@ type cpuPacer struct {
 	accFloor float64
 	// floorRatio is the whole cost of the reads over their commands'
 	// time, learned while the reads stand out of the application's
-	// load (1 until then); lastFloor is the floor it gave last.
+	// load (priorFloorRatio until then); lastFloor is the floor it gave
+	// last.
 	floorRatio, lastFloor float64
 	warned                bool
 	cancel                context.CancelFunc
