@@ -9,39 +9,57 @@ import "math/bits"
 // A Go map[uint64]struct{} costs 24 to 38 bytes a hash (Go 1.26, 100k
 // to 1M hashes): in `make bench`'s change-driven run on a cluster of
 // 1M slot sets, the sweep's map of the keys it had read was 7.1 MB of
-// the 152.8 MB live heap, and a first read would hold 38 MB. Here a hash
-// is its own slot in an open-addressing array, 55-75% full (the Table's
-// rule): 10.7 to 14.5 bytes a hash. No deletes: a set lives for one
-// sweep.
+// the 152.9 MB live heap, and a first read would hold 38 MB. Here a hash
+// is its own slot in an open-addressing array. The array is in setParts
+// parts, each grown by an eighth once it is 85% full, as the member
+// table's are (track.MemberTracker): about 10 bytes a hash, and a part's
+// growth holds a sixty-fourth of the set twice for a moment, where one
+// array 55-75% full was 10.7 to 14.5 bytes a hash and, growing at a
+// million, held 25 MB at once. No deletes: a set lives for one sweep.
 type Set struct {
-	// slots hold the hashes, 0 where free; the hash 0 is zero instead.
+	parts [setParts]setPart
+	// zero: the hash 0 is in the set (0 marks a free slot).
+	zero bool
+}
+
+const (
+	setParts    = 64
+	setMaxLoad  = 0.85
+	setGrowth   = 1.125
+	setMinSlots = 16
+)
+
+// setPart is one part: linear probing, at most setMaxLoad full.
+type setPart struct {
 	slots []uint64
 	n     int
-	zero  bool
 }
 
 // Len is the number of hashes in the set.
 func (s *Set) Len() int {
-	if s.zero {
-		return s.n + 1
+	n := 0
+	for i := range s.parts {
+		n += s.parts[i].n
 	}
-	return s.n
+	if s.zero {
+		n++
+	}
+	return n
 }
 
-// home maps h onto the slots, as Table.home does onto its index.
-func (s *Set) home(h uint64) int {
-	hi, _ := bits.Mul64(h*0x9E3779B97F4A7C15, uint64(len(s.slots)))
-	return int(hi)
-}
+// part is the part that holds h: its low bits, which its place in the
+// part (the high bits of h times a constant) leaves.
+func (s *Set) part(h uint64) *setPart { return &s.parts[h%setParts] }
 
 // slot returns the position holding h, or the free one where it belongs;
 // h is not 0 and the slots are not full.
-func (s *Set) slot(h uint64) int {
-	for i := s.home(h); ; {
-		if v := s.slots[i]; v == h || v == 0 {
+func (p *setPart) slot(h uint64) int {
+	hi, _ := bits.Mul64(h*0x9E3779B97F4A7C15, uint64(len(p.slots)))
+	for i := int(hi); ; {
+		if v := p.slots[i]; v == h || v == 0 {
 			return i
 		}
-		if i++; i == len(s.slots) {
+		if i++; i == len(p.slots) {
 			i = 0
 		}
 	}
@@ -56,7 +74,8 @@ func (s *Set) Has(h uint64) bool {
 	if h == 0 {
 		return s.zero
 	}
-	return s.n > 0 && s.slots[s.slot(h)] == h
+	p := s.part(h)
+	return p.n > 0 && p.slots[p.slot(h)] == h
 }
 
 // Add puts h in the set and reports whether it was not there before.
@@ -66,25 +85,26 @@ func (s *Set) Add(h uint64) bool {
 		s.zero = true
 		return added
 	}
-	if float64(s.n+1) > maxLoad*float64(len(s.slots)) {
-		s.resize(s.n + 1)
+	p := s.part(h)
+	if float64(p.n+1) > setMaxLoad*float64(len(p.slots)) {
+		p.resize(max(int(float64(len(p.slots))*setGrowth), setMinSlots))
 	}
-	i := s.slot(h)
-	if s.slots[i] == h {
+	i := p.slot(h)
+	if p.slots[i] == h {
 		return false
 	}
-	s.slots[i] = h
-	s.n++
+	p.slots[i] = h
+	p.n++
 	return true
 }
 
-// resize makes room for n hashes, loadAfter full.
-func (s *Set) resize(n int) {
-	old := s.slots
-	s.slots = make([]uint64, max(minIndex, int(float64(n)/loadAfter)))
+// resize rehashes the part into n slots.
+func (p *setPart) resize(n int) {
+	old := p.slots
+	p.slots = make([]uint64, n)
 	for _, h := range old {
 		if h != 0 {
-			s.slots[s.slot(h)] = h
+			p.slots[p.slot(h)] = h
 		}
 	}
 }
