@@ -2,9 +2,9 @@ package keytable
 
 import "math/bits"
 
-// Set is a set of 64-bit hashes: the keys a sweep has applied, which a
-// cluster's sweep (a key can be read on two nodes while its slot moves)
-// and a sweep over several attempts look up to apply each key once.
+// Set is a set of 64-bit hashes: the keys a sweep over a cluster has
+// applied, looked up so that a key read on two nodes while its slot
+// moves is applied once.
 //
 // A Go map[uint64]struct{} costs 24 to 38 bytes a hash (Go 1.26, 100k
 // to 1M hashes): in `make bench`'s change-driven run on a cluster of

@@ -139,7 +139,7 @@ const priorCost = 8e-6
 // measure 5.5 µs a key from INFO cpu over a floor of 3.9, while Redis
 // spent 13.2% of a core more with the exporter than without: 7.7 µs a
 // key once the invalidations are charged, twice the commands' time. It
-// measured 1.8 for the change-driven reads under load and 1.3-1.4 for a
+// measured 1.8 for the change-driven reads under load and 1.3-1.7 for a
 // first read, whose SCAN is in the floor: a first read under a busy
 // application is paced slower than its share, the safe side, until it
 // stands out.
