@@ -302,15 +302,19 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 		return
 	}
 	if run.seenKeys != nil {
-		// A key that changed nodes mid-sweep can be read on both.
-		if run.seenKeys.Has(kh) {
+		// A key that changed nodes mid-sweep can be read on both. One
+		// probe of the set: a key read is added as it is looked up.
+		var dup bool
+		if kr.Status == redisread.Gone {
+			dup = run.seenKeys.Has(kh)
+		} else {
+			dup = !run.seenKeys.Add(kh)
+		}
+		if dup {
 			// Nor is it tracked twice: the node it left may read it
 			// as gone (a replica, which knows nothing of a migration),
 			// which must not make the kind forget it.
 			return
-		}
-		if kr.Status != redisread.Gone {
-			run.seenKeys.Add(kh)
 		}
 	}
 	if run.replayer != nil {
