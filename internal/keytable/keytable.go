@@ -73,12 +73,17 @@ func (t *Table[V]) At(i int) (uint64, *V) {
 
 func (t *Table[V]) hashAt(i int) uint64 { return t.chunks[i/chunkSize][i%chunkSize].h }
 
-// home maps h onto the index: the high word of the mixed hash times the
-// index's length.
-func (t *Table[V]) home(h uint64) int {
-	hi, _ := bits.Mul64(t.key(h)*0x9E3779B97F4A7C15, uint64(len(t.index)))
+// Home is where the probe for hash h starts among n positions: the
+// high word of h mixed by a multiply, times n, so that n need not be a
+// power of two. A Table's index, a Set's parts and the member table's
+// parts (track.MemberTracker) all start there.
+func Home(h uint64, n int) int {
+	hi, _ := bits.Mul64(h*0x9E3779B97F4A7C15, uint64(n))
 	return int(hi)
 }
+
+// home maps h onto the index.
+func (t *Table[V]) home(h uint64) int { return Home(t.key(h), len(t.index)) }
 
 // next is the index position after i, wrapping around.
 func (t *Table[V]) next(i int) int {

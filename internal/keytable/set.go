@@ -1,7 +1,5 @@
 package keytable
 
-import "math/bits"
-
 // Set is a set of 64-bit hashes: the keys a sweep over a cluster has
 // applied, looked up so that a key read on two nodes while its slot
 // moves is applied once.
@@ -54,8 +52,7 @@ func (s *Set) part(h uint64) *setPart { return &s.parts[h%setParts] }
 // slot returns the position holding h, or the free one where it belongs;
 // h is not 0 and the slots are not full.
 func (p *setPart) slot(h uint64) int {
-	hi, _ := bits.Mul64(h*0x9E3779B97F4A7C15, uint64(len(p.slots)))
-	for i := int(hi); ; {
+	for i := Home(h, len(p.slots)); ; {
 		if v := p.slots[i]; v == h || v == 0 {
 			return i
 		}

@@ -2,9 +2,10 @@ package track
 
 import (
 	"math"
-	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/slotexporter/slot_exporter/internal/keytable"
 )
 
 // memberSlot is what the exporter remembers of one slot-set member between
@@ -158,10 +159,7 @@ func (t *MemberTracker) part(h uint64) *memberPart { return &t.parts[h%memberPar
 // home is where h's probe starts. The multiplication spreads the member
 // half of h into the high bits, so that the members of one key do not
 // all start at the same place.
-func (p *memberPart) home(h uint64) int {
-	hi, _ := bits.Mul64(h*0x9E3779B97F4A7C15, uint64(len(p.slots)))
-	return int(hi)
-}
+func (p *memberPart) home(h uint64) int { return keytable.Home(h, len(p.slots)) }
 
 // find returns the slot holding h, or the free slot where it belongs.
 func (p *memberPart) find(h uint64) *memberSlot {
