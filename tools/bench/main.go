@@ -20,7 +20,6 @@ import (
 	"log"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,11 +100,7 @@ func main() {
 		// The exporter's garbage collector target, as the binary sets it.
 		gctarget.Apply()
 		if w.heapprofile != "" {
-			// At the default rate (an allocation sampled every 512 KB)
-			// the tables' 32 KB chunks are a few dozen samples, and the
-			// profile of one phase summed to 134 MB against 151 MB of
-			// live heap: every 4 KB counts them to within a percent.
-			runtime.MemProfileRate = 4 << 10
+			profileEveryAllocation()
 		}
 		w.runs, w.churn = o.runs, o.churn
 		if err := runWorker(&w); err != nil {
