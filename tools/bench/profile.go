@@ -23,8 +23,6 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}, nil
 }
 
-// writeHeapProfile writes the heap as the last collection left it: one
-// is made first.
 // profileEveryAllocation makes the heap profiles of this process count
 // nearly every allocation. At the default rate (one sampled every 512 KB)
 // the tables' 32 KB chunks are a few dozen samples, and the profile of one
@@ -32,6 +30,8 @@ func startCPUProfile(path string) (stop func(), err error) {
 // 144.5 MB against 144.7.
 func profileEveryAllocation() { runtime.MemProfileRate = 4 << 10 }
 
+// writeHeapProfile writes the heap as it is now, the sweep in flight
+// included: collections are made first.
 func writeHeapProfile(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -39,8 +39,8 @@ func writeHeapProfile(path string) error {
 	}
 	// A heap profile is as of two collections back (the runtime
 	// publishes an allocation once a collection has had the chance to
-	// free it): with one, the sweep in flight was missing from it, 139
-	// MB of profile against 148 MB of live heap at the same moment.
+	// free it): three, so that what the sweep allocated just before is
+	// in it.
 	for range 3 {
 		runtime.GC()
 	}
