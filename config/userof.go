@@ -26,6 +26,24 @@ const (
 	shapeBraces
 )
 
+// UserKey returns how the family's canonical key names a user: prefix +
+// user + suffix. For the glob shape it is every key of the user (the
+// only one); for the braces shape the key with both braces, the form
+// the limiter libraries write, though `prefixuser` names the same user.
+// ok is false for any other user regexp: a key's name cannot be told
+// from its user's. The sweep uses it to name a user by its canonical
+// key's hash (docs/design.md, "Across sweeps").
+func (f *Family) UserKey() (prefix, suffix string, ok bool) {
+	switch {
+	case f.shape == nil:
+		return "", "", false
+	case f.shape.kind == shapeBraces:
+		return f.shape.prefix + "{", "}", true
+	default:
+		return f.shape.prefix, f.shape.suffix, true
+	}
+}
+
 // userOf applies the shape; it returns exactly what the regexp's first
 // group would.
 func (s *userShape) userOf(key string) (string, bool) {

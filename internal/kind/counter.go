@@ -119,7 +119,7 @@ func (c *counter) Publish(f *snapshot.Family) {
 	f.Gauges = append(f.Gauges, gauge(snapshot.CountersNeg, float64(c.last)))
 }
 
-func (c *counter) UserExtra(string) []snapshot.Value { return nil }
+func (c *counter) UserExtra(track.UserView) []snapshot.Value { return nil }
 
 // counterReads reads a counter held for replay: a bounded GET
 // (redisread.BoundedGet) and PTTL, pipelined; values are judged as

@@ -292,8 +292,8 @@ func (t *framework) Publish(f *snapshot.Family) {
 	f.Counters = append(f.Counters, gauge(snapshot.JobsLost, float64(t.lost)))
 }
 
-func (t *framework) UserExtra(queue string) []snapshot.Value {
-	q := t.last.queues[queue]
+func (t *framework) UserExtra(v track.UserView) []snapshot.Value {
+	q := t.last.queues[v.User] // a queue's name
 	if q == nil {
 		return nil
 	}

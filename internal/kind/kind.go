@@ -72,7 +72,7 @@ type Tracker interface {
 	Publish(f *snapshot.Family)
 	// UserExtra returns the kind's own per-user values for a user the
 	// series cap picked.
-	UserExtra(user string) []snapshot.Value
+	UserExtra(v track.UserView) []snapshot.Value
 	// Limits says how the family's limit applies to users.
 	Limits() track.Limits
 	// Reconfigure takes a reloaded family's settings, keeping what is

@@ -165,8 +165,8 @@ func (t *list) Publish(f *snapshot.Family) {
 		gauge(snapshot.QueuesStalled, float64(t.last.stalled)))
 }
 
-func (t *list) UserExtra(user string) []snapshot.Value {
-	return []snapshot.Value{gauge(snapshot.QueueHeadWait, float64(t.last.waits[xxhash.Sum64String(user)])/1000)}
+func (t *list) UserExtra(v track.UserView) []snapshot.Value {
+	return []snapshot.Value{gauge(snapshot.QueueHeadWait, float64(t.last.waits[v.ID])/1000)}
 }
 
 // listReads reads a queue's length and the element at its pop side:

@@ -207,7 +207,7 @@ func (t *lock) Publish(f *snapshot.Family) {
 	t.holds.publish(f, true)
 }
 
-func (t *lock) UserExtra(string) []snapshot.Value { return nil }
+func (t *lock) UserExtra(track.UserView) []snapshot.Value { return nil }
 
 // lockReads reads a lock's token and PTTL as redisread.TokenReads does.
 // The reader turns PTTL into the lease's remaining time at the sweep's

@@ -185,4 +185,4 @@ func (t *rateLimit) Publish(f *snapshot.Family) {
 		gauge(snapshot.RateLockedOut, float64(t.last.lockedOut)))
 }
 
-func (t *rateLimit) UserExtra(string) []snapshot.Value { return nil }
+func (t *rateLimit) UserExtra(track.UserView) []snapshot.Value { return nil }

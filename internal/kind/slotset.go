@@ -34,11 +34,17 @@ type slotSet struct {
 	last   slotSetGauges
 
 	// held is, for each key the kind can replay, what the member table
-	// does not know: its user and expiry. The members themselves are
+	// does not know: its expiry, and its user, which is the key itself
+	// (Key.UserHash == Key.Hash) unless users says otherwise. The members themselves are
 	// replayed from the member table, which keeps every member's score
 	// under the low half of its key's hash; held is keyed by that half
 	// (keytable.LowHalf), and each entry's hash is its key's whole hash.
 	held keytable.Table[slotHeld]
+	// users is the user of each held key whose user is not named by the
+	// key's own hash: a key not under its user's canonical name (the
+	// sweep's userID), or any key of a family whose user regexp has no
+	// canonical name. Empty for the keys of nearly every family.
+	users map[uint64]uint64
 	// replayUsed is Replay's count of holding members per held key, by
 	// entry number: only while Replay runs, not in every entry between
 	// sweeps. A byte a key, with the counts past 255 in replayMore: a
@@ -57,13 +63,13 @@ type slotSet struct {
 	found  []int
 }
 
-// slotHeld is 16 bytes without pointers (24 in the table, where the
+// slotHeld is 8 bytes without pointers (16 in the table, where the
 // key's whole hash is; it was 40 with the sweep's generation and
-// Replay's count in it, 32 with the high half of the key's hash): at a
-// million keys the held table is not scanned by the garbage collector,
-// and each 8 bytes less is 8 MB.
+// Replay's count in it, 32 with the high half of the key's hash, 24
+// with the user's hash, which is now the key's): at a million keys the
+// held table is not scanned by the garbage collector, and each 8 bytes
+// less is 8 MB.
 type slotHeld struct {
-	user uint64
 	// expiry is the key's expiry in Redis ms, plus one (0: none), in 48
 	// bits: expHi the high 32, expLo the low 16. Any later than 2^48 - 2
 	// ms (the year 10889) is kept as that.
@@ -105,8 +111,25 @@ func (t *slotSet) find(h uint64) int {
 
 func (t *slotSet) drop(h uint64) {
 	if i := t.find(h); i >= 0 {
-		t.held.DeleteAt(i)
+		t.deleteHeld(i)
 	}
+}
+
+// deleteHeld forgets held key i; the last entry takes number i.
+func (t *slotSet) deleteHeld(i int) {
+	if len(t.users) > 0 {
+		h, _ := t.held.At(i)
+		delete(t.users, h)
+	}
+	t.held.DeleteAt(i)
+}
+
+// userOf is held key h's user.
+func (t *slotSet) userOf(h uint64) uint64 {
+	if u, ok := t.users[h]; ok {
+		return u
+	}
+	return h
 }
 
 type slotSetGauges struct {
@@ -123,6 +146,7 @@ func newSlotSet(f *config.Family, s *config.Sampling) Tracker {
 		members:    track.NewMemberTracker(),
 		holds:      newHolds(),
 		held:       keytable.LowHalf[slotHeld](),
+		users:      map[uint64]uint64{},
 
 		unreplayable: map[uint64]struct{}{},
 	}
@@ -179,8 +203,11 @@ func (t *slotSet) Apply(sw *Sweep, k Key) {
 		shared := t.held.Find(k.Hash) >= 0
 		if !shared {
 			e := t.held.Put(k.Hash)
-			*e = slotHeld{user: k.UserHash, bits: heldSeen}
+			*e = slotHeld{bits: heldSeen}
 			e.setExpiry(expiryOf(k.Read.PTTL, sw.Now))
+			if k.UserHash != k.Hash {
+				t.users[k.Hash] = k.UserHash
+			}
 		}
 		if shared || len(t.unreplayable) > 0 {
 			for _, m := range k.Read.Members {
@@ -214,7 +241,7 @@ func (t *slotSet) Replay(sw *Sweep) int {
 			continue
 		}
 		if _, ok := remaining(e.expiry(), sw.Now); !ok {
-			t.held.DeleteAt(i) // the last entry takes number i
+			t.deleteHeld(i) // the last entry takes number i
 			i--
 			continue
 		}
@@ -227,7 +254,7 @@ func (t *slotSet) Replay(sw *Sweep) int {
 	t.replayUsed, t.replayMore = make([]uint8, t.held.Len()), nil
 	t.members.Replay(sw.Now, &t.bounds, &t.rules, t.replayMembers)
 	for i := range t.held.Len() {
-		_, e := t.held.At(i)
+		h, e := t.held.At(i)
 		if e.bits&replaying == 0 {
 			continue
 		}
@@ -237,7 +264,7 @@ func (t *slotSet) Replay(sw *Sweep) int {
 		case e.bits&replayedEarly != 0:
 			t.cur.expiringEarly++
 		}
-		sw.Floor.Add(e.user, "", int64(t.replayUsed[i])+t.replayMore[i], e.flags)
+		sw.Floor.Add(t.userOf(h), "", int64(t.replayUsed[i])+t.replayMore[i], e.flags)
 		e.bits &^= replaying | replayedEarly
 	}
 	t.replayUsed, t.replayMore = nil, nil
@@ -359,7 +386,7 @@ func (t *slotSet) End(sw *Sweep, lost, deferEnds bool) Ended {
 			continue
 		}
 		if _, ok := sw.Carry[uint32(h)]; !ok {
-			t.held.DeleteAt(i) // the last entry takes number i
+			t.deleteHeld(i) // the last entry takes number i
 			i--
 		}
 	}
@@ -379,7 +406,7 @@ func (t *slotSet) Publish(f *snapshot.Family) {
 	t.holds.publish(f, true)
 }
 
-func (t *slotSet) UserExtra(string) []snapshot.Value { return nil }
+func (t *slotSet) UserExtra(track.UserView) []snapshot.Value { return nil }
 
 func (t *slotSet) FirstSeen(key, member string) (int64, bool) {
 	return t.members.FirstSeen(track.MemberHash(xxhash.New(), key, member), xxhash.Sum64String(key))

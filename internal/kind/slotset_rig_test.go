@@ -18,6 +18,9 @@ type slotSetRig struct {
 	tr    *slotSet
 	floor *track.FloorTracker
 	now   int64
+	// byName: users are known by the hash of their name, as in a family
+	// whose user regexp has no canonical key; otherwise by their key's.
+	byName bool
 }
 
 func newSlotSetRig(limit int) *slotSetRig {
@@ -38,7 +41,11 @@ func (r *slotSetRig) begin() *Sweep {
 // read applies a read of key (by its hash) that found members.
 func (r *slotSetRig) read(sw *Sweep, key uint64, user string, members []redisread.Member) {
 	kr := redisread.KeyRead{Status: redisread.OK, PTTL: 3_600_000, At: r.now, Members: members}
-	r.tr.Apply(sw, Key{Read: &kr, Hash: key, User: user, UserHash: xxhash.Sum64String(user)})
+	id := key
+	if r.byName {
+		id = xxhash.Sum64String(user)
+	}
+	r.tr.Apply(sw, Key{Read: &kr, Hash: key, User: user, UserHash: id})
 }
 
 // end ends the sweep and returns what the family publishes and its users.

@@ -19,10 +19,19 @@ import (
 // member), then replays them all from the member table: the members,
 // states and users replayed must be the ones a read at the same time finds.
 // The first keys hold 254 to 301 members, about the 255 that Replay
-// counts in a byte a key.
+// counts in a byte a key. Users are known by their key's hash, or by
+// their name's (kept beside the held keys); a last sweep that reads half
+// the keys forgets the rest, and their users.
 func TestSlotSetReplayEqualsRead(t *testing.T) {
+	for _, byName := range []bool{false, true} {
+		t.Run(fmt.Sprintf("byName=%v", byName), func(t *testing.T) { testSlotSetReplayEqualsRead(t, byName) })
+	}
+}
+
+func testSlotSetReplayEqualsRead(t *testing.T, byName bool) {
 	const keys = 50_000
 	r := newSlotSetRig(2)
+	r.byName = byName
 	tr := r.tr
 	// size is how many members key i holds in round 0.
 	size := func(i int) int {
@@ -35,6 +44,9 @@ func TestSlotSetReplayEqualsRead(t *testing.T) {
 		sw := r.begin()
 		if read {
 			for i := range keys {
+				if round == 2 && i%2 == 1 {
+					continue
+				}
 				key, user := fmt.Sprintf("s:{u%d}", i), fmt.Sprintf("u%d", i)
 				// Key i holds 1 + i%3 members; every third key drops one
 				// member in round 1, and some scores put members stale.
@@ -79,6 +91,23 @@ func TestSlotSetReplayEqualsRead(t *testing.T) {
 	}
 	if tr.held.Len() != keys || tr.members.Len() != members {
 		t.Errorf("%d keys held with %d members, want %d with %d", tr.held.Len(), tr.members.Len(), keys, members)
+	}
+	if want := map[bool]int{false: 0, true: keys}[byName]; len(tr.users) != want {
+		t.Errorf("%d users kept beside the held keys, want %d", len(tr.users), want)
+	}
+	sweep(true, 2)
+	if want := map[bool]int{false: 0, true: keys / 2}[byName]; tr.held.Len() != keys/2 || len(tr.users) != want {
+		t.Errorf("after reading half the keys: %d held, %d users beside them, want %d and %d", tr.held.Len(), len(tr.users), keys/2, want)
+	}
+	for i := 0; i < keys; i += 2 {
+		h := xxhash.Sum64String(fmt.Sprintf("s:{u%d}", i))
+		want := h
+		if byName {
+			want = xxhash.Sum64String(fmt.Sprintf("u%d", i))
+		}
+		if got := tr.userOf(h); got != want {
+			t.Fatalf("key %d: user %x, want %x", i, got, want)
+		}
 	}
 }
 
@@ -175,7 +204,7 @@ func TestSlotHeldExpiry(t *testing.T) {
 			t.Errorf("expiry %d came back %d (bits %x, flags %x)", c.in, got, e.bits, e.flags)
 		}
 	}
-	if n := unsafe.Sizeof(slotHeld{}); n != 16 {
-		t.Errorf("slotHeld is %d bytes, want 16", n)
+	if n := unsafe.Sizeof(slotHeld{}); n != 8 {
+		t.Errorf("slotHeld is %d bytes, want 8", n)
 	}
 }

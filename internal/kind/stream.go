@@ -6,8 +6,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
@@ -179,8 +177,8 @@ func (t *stream) Publish(f *snapshot.Family) {
 	}
 }
 
-func (t *stream) UserExtra(user string) []snapshot.Value {
-	ages := t.last.oldest[xxhash.Sum64String(user)]
+func (t *stream) UserExtra(v track.UserView) []snapshot.Value {
+	ages := t.last.oldest[v.ID]
 	if len(ages) == 0 {
 		return nil
 	}

@@ -89,7 +89,7 @@ func TestStreamReadsBothProtocols(t *testing.T) {
 		if v := find(f.Gauges, snapshot.StreamLag); v == nil || v.V != 0 {
 			t.Errorf("RESP%d: lag %+v, want 0 (g2 only)", proto, v)
 		}
-		extra := tr.UserExtra("a")
+		extra := tr.UserExtra(track.UserView{User: "a", ID: xxhash.Sum64String("a")})
 		got := map[string]float64{}
 		for _, v := range extra {
 			got[v.Labels[0]] = v.V

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -253,7 +254,7 @@ func (f *family) finish(ctx context.Context, run *sweepRun) gauges {
 	views, dropped := st.floor.Top(f.leaks.PerUserSeries, run.Now)
 	g.userSeries = make([]snapshot.User, len(views))
 	for i, v := range views {
-		g.userSeries[i] = snapshot.User{UserView: v, Extra: st.tracker.UserExtra(v.User)}
+		g.userSeries[i] = snapshot.User{UserView: v, Extra: st.tracker.UserExtra(v)}
 	}
 	g.seriesDropped = dropped
 	return g
@@ -297,7 +298,7 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 			st.readEverySweep(kr.Key)
 		}
 		if user, ok := f.cfg.UserOf(kr.Key); ok {
-			st.floor.Keep(xxhash.Sum64String(user), user)
+			st.floor.Keep(f.userID(kr.Key, kh, user), user)
 		}
 		return
 	}
@@ -337,7 +338,25 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 		st.skipped[redisread.SkipOversized]++
 	}
 	run.sets++
-	st.tracker.Apply(&run.Sweep, kind.Key{Read: kr, Hash: kh, User: user, UserHash: xxhash.Sum64String(user)})
+	st.tracker.Apply(&run.Sweep, kind.Key{Read: kr, Hash: kh, User: user, UserHash: f.userID(kr.Key, kh, user)})
+}
+
+// userID is the hash the family's trackers know a user by: the hash of
+// its canonical key (config.Family.UserKey), so that for a key read
+// under that name, nearly every key, the key's hash is its user's too,
+// and a kind that holds keys between sweeps need not keep both (8 MB at
+// a million slot sets, kind/slotset.go); where the user regexp has no
+// canonical key, the hash of the user's name.
+func (f *family) userID(key string, kh uint64, user string) uint64 {
+	prefix, suffix, ok := f.cfg.UserKey()
+	if !ok {
+		return xxhash.Sum64String(user)
+	}
+	if len(key) == len(prefix)+len(user)+len(suffix) && strings.HasPrefix(key, prefix) &&
+		strings.HasSuffix(key, suffix) && key[len(prefix):len(key)-len(suffix)] == user {
+		return kh
+	}
+	return xxhash.Sum64String(prefix + user + suffix)
 }
 
 // track keeps the family's books on which keys the kind can replay: a

@@ -11,7 +11,10 @@ type usedSample struct {
 
 // UserView is one user's state after a sweep, as the collector emits it.
 type UserView struct {
-	User         string
+	User string
+	// ID is the hash the user was added under (FloorTracker.Add): what a
+	// kind keys its own per-user values by (kind.Tracker.UserExtra).
+	ID           uint64
 	Used         int64
 	UsedMax      int64
 	FloorSeconds float64

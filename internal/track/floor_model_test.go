@@ -99,8 +99,8 @@ func (m *modelFloor) commit(now, window, floorWindow int64, lim Limits) FloorAgg
 
 func (m *modelFloor) top(n int, now int64) ([]UserView, int) {
 	var all []UserView
-	for _, u := range m.users {
-		v := UserView{User: u.name, Used: u.used, Anomaly: u.flags != 0, Flags: u.flags}
+	for h, u := range m.users {
+		v := UserView{User: u.name, ID: h, Used: u.used, Anomaly: u.flags != 0, Flags: u.flags}
 		for _, s := range u.window {
 			v.UsedMax = max(v.UsedMax, s.used)
 		}

@@ -17,7 +17,7 @@ func (f *FloorTracker) Top(n int, now int64) ([]UserView, int) {
 	for i := range f.users.Len() {
 		uh, u := f.users.At(i)
 		used, w0used := f.values(uh, u)
-		v := UserView{User: f.name(uh, u), Used: used, UsedMax: w0used, Anomaly: u.flags&^Listed != 0, Flags: u.flags}
+		v := UserView{User: f.name(uh, u), ID: uh, Used: used, UsedMax: w0used, Anomaly: u.flags&^Listed != 0, Flags: u.flags}
 		if u.bits&recNonzero != 0 {
 			v.FloorSeconds = float64(max(now-f.timeOf(u.since), 0)) / 1000
 		}
