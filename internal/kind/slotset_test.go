@@ -92,12 +92,12 @@ func testSlotSetReplayEqualsRead(t *testing.T, byName bool) {
 	if tr.held.Len() != keys || tr.members.Len() != members {
 		t.Errorf("%d keys held with %d members, want %d with %d", tr.held.Len(), tr.members.Len(), keys, members)
 	}
-	if want := map[bool]int{false: 0, true: keys}[byName]; len(tr.users) != want {
-		t.Errorf("%d users kept beside the held keys, want %d", len(tr.users), want)
+	if want := map[bool]int{false: 0, true: keys}[byName]; tr.users.Len() != want {
+		t.Errorf("%d users kept beside the held keys, want %d", tr.users.Len(), want)
 	}
 	sweep(true, 2)
-	if want := map[bool]int{false: 0, true: keys / 2}[byName]; tr.held.Len() != keys/2 || len(tr.users) != want {
-		t.Errorf("after reading half the keys: %d held, %d users beside them, want %d and %d", tr.held.Len(), len(tr.users), keys/2, want)
+	if want := map[bool]int{false: 0, true: keys / 2}[byName]; tr.held.Len() != keys/2 || tr.users.Len() != want {
+		t.Errorf("after reading half the keys: %d held, %d users beside them, want %d and %d", tr.held.Len(), tr.users.Len(), keys/2, want)
 	}
 	for i := 0; i < keys; i += 2 {
 		h := xxhash.Sum64String(fmt.Sprintf("s:{u%d}", i))
