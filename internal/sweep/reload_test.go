@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -420,5 +421,52 @@ func TestReloadThatChangesWhichKeysOrUsers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReloadRenamesUsers: a user is known by its canonical key's hash, so
+// a reload from `app:*` (the user of `app:{u1}` is "{u1}") to the braces
+// regexp (the same key, the same canonical key, the user "u1") keeps the
+// user's record under another name: the per-user series must carry the
+// new names, as a fresh exporter's do, from the sweep after the reload.
+func TestReloadRenamesUsers(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	live := exportertest.RedisTime(t, rc) + (9*time.Minute + 30*time.Second).Milliseconds()
+	for i := range 3 {
+		for m := range 1 + i {
+			exportertest.Must(t, rc.ZAdd(ctx, fmt.Sprintf("app:{u%d}", i), redis.Z{Score: float64(live), Member: fmt.Sprint(m)}).Err())
+		}
+	}
+	yaml := func(user string) string {
+		return redisproc.Config{
+			Addr:     srv.Addr,
+			Sampling: []string{"interval: 1s", "window: 1m", "redis_cpu_share: 0"},
+			Families: []redisproc.Family{{Name: "slots", Kind: "slotset", Match: "app:*", User: user, Limit: 3,
+				TTL: 10 * time.Minute, Heartbeat: time.Minute, MaxHold: time.Hour}},
+		}.YAML()
+	}
+	const braces = `^app:\{?([^}]+)\}?$`
+	before := exportertest.New(t, rc, yaml(""))
+	before.Sweep()
+	before.Sweep()
+	if got := exportertest.Series(before.Metrics(), "slot_user_used_max"); got[`slot_user_used_max{family="slots",user="{u2}"}`] != 3 {
+		t.Fatalf("before the reload: %v", got)
+	}
+	cfg, err := config.Parse([]byte(yaml(braces)))
+	exportertest.Must(t, err)
+	s, err := sweep.New(ctx, cfg, rc, exportertest.Quiet(), before.Sweeper)
+	exportertest.Must(t, err)
+	t.Cleanup(s.Stop)
+	after := exportertest.ForSweeper(t, s)
+	fresh := exportertest.New(t, rc, yaml(braces))
+	for _, when := range []string{"the sweep after the reload", "the change-driven sweep after that"} {
+		after.Sweep()
+		fresh.Sweep()
+		want, got := exportertest.Series(fresh.Metrics(), "slot_user_used_max"), exportertest.Series(after.Metrics(), "slot_user_used_max")
+		if len(want) != 3 || !maps.Equal(want, got) {
+			t.Errorf("%s: per-user series %v, a fresh exporter's %v", when, got, want)
+		}
 	}
 }

@@ -161,6 +161,9 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 				// user or settings: keys that no longer match, users
 				// named by the old regexp. One full read replaces it.
 				st.synced = nil
+				if userPattern(p.cfg) != userPattern(fc) {
+					st.floor.Rename()
+				}
 			}
 			mu.Unlock()
 		}

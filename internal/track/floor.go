@@ -62,6 +62,9 @@ type FloorTracker struct {
 	// record refers to the same few commits.
 	lastGen uint32
 	lastAt  int64
+	// renaming: a name given to Add replaces the one kept, until the
+	// next Commit (Rename).
+	renaming bool
 }
 
 // NewFloorTracker returns an empty tracker.
@@ -176,6 +179,11 @@ func (f *FloorTracker) add(h uint64, name string, used int64, flags uint8) int {
 		i = f.users.Add(h)
 		_, u := f.users.At(i)
 		f.setName(h, u, name)
+	} else if f.renaming && name != "" {
+		if _, u := f.users.At(i); f.name(h, u) != name {
+			f.dropName(h, u)
+			f.setName(h, u, name)
+		}
 	}
 	if n := i + 1; n > len(f.pendCode) {
 		f.pendCode = append(f.pendCode, make([]uint16, n-len(f.pendCode))...)
@@ -195,6 +203,14 @@ func (f *FloorTracker) Restarted(h uint64, name string) {
 		f.setPending(i, p, fl|pendRestart)
 	}
 }
+
+// Rename makes the names that the sweeps give Add replace those kept,
+// until a sweep commits. A user is known by the hash of its canonical key
+// (sweep's userID), and a reload that changes a family's user regexp can
+// name the user of the same key differently (`prefix*` names the key
+// `prefix{u}`'s user "{u}", the braces regexp "u"); the full read such a
+// reload starts gives every user's new name.
+func (f *FloorTracker) Rename() { f.renaming = true }
 
 // Keep carries a user's used value and anomalies from the last sweep into
 // this one when its key could not be read: reading it as 0 would restart
@@ -240,6 +256,7 @@ type Limits struct {
 // from after now is dropped, so an old maximum never outlives its window.
 func (f *FloorTracker) Commit(now, window, floorWindow int64, lim Limits) FloorAggregates {
 	var a FloorAggregates
+	f.renaming = false
 	f.genTime[f.gen] = now
 	f.lastGen = 0
 	for i := 0; i < f.users.Len(); i++ {
@@ -358,11 +375,7 @@ func (f *FloorTracker) forget(i int) {
 		f.pendCode, f.pendFlags = f.pendCode[:n], f.pendFlags[:n]
 	}
 	h, u := f.users.At(i)
-	if u.bits&recLongName != 0 {
-		delete(f.long, h)
-	} else {
-		f.names.drop(int(u.nameLen))
-	}
+	f.dropName(h, u)
 	if u.bits&recMore != 0 {
 		delete(f.more, h)
 	}

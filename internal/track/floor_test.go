@@ -3,6 +3,7 @@ package track
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -81,5 +82,44 @@ func TestFloorNamesSurviveCompaction(t *testing.T) {
 	}
 	if f.names.total > 4*arenaChunk+2*f.names.live {
 		t.Errorf("arena holds %d bytes for %d live", f.names.total, f.names.live)
+	}
+}
+
+// TestFloorRename: a user keeps the name it was first added under, also
+// when a later sweep names it differently, unless Rename came before that
+// sweep; the rename lasts until the sweep commits. Long names (kept
+// apart from the arena) are renamed both ways too.
+func TestFloorRename(t *testing.T) {
+	long := strings.Repeat("L", longName)
+	f := NewFloorTracker()
+	const h, g = 1, 2
+	sweep := func(names ...string) map[uint64]string {
+		f.Begin()
+		f.Add(h, names[0], 1, 0)
+		f.Add(g, names[1], 1, 0)
+		f.Commit(1000, 60_000, 3_600_000, Limits{})
+		views, _ := f.Top(10, 1000)
+		got := map[uint64]string{}
+		for _, v := range views {
+			got[v.ID] = v.User
+		}
+		return got
+	}
+	if got := sweep("{u}", long); got[h] != "{u}" || got[g] != long {
+		t.Fatalf("first names: %v", got)
+	}
+	if got := sweep("u", "v"); got[h] != "{u}" || got[g] != long {
+		t.Errorf("renamed without Rename: %v", got)
+	}
+	f.Rename()
+	if got := sweep("u", "v"); got[h] != "u" || got[g] != "v" {
+		t.Errorf("not renamed after Rename: %v", got)
+	}
+	if got := sweep("x", long); got[h] != "u" || got[g] != "v" {
+		t.Errorf("renamed after the renaming sweep committed: %v", got)
+	}
+	f.Rename()
+	if got := sweep("u", long); got[h] != "u" || got[g] != long || len(f.long) != 1 {
+		t.Errorf("back to a long name: %v (%d long names kept)", got, len(f.long))
 	}
 }

@@ -132,6 +132,16 @@ func (f *FloorTracker) setValues(h uint64, u *userRec, used, w0used int64) {
 	f.wide[h] = wideValues{used, w0used}
 }
 
+// dropName lets go of the user's name, before it is forgotten or renamed.
+func (f *FloorTracker) dropName(h uint64, u *userRec) {
+	if u.bits&recLongName != 0 {
+		delete(f.long, h)
+		u.bits &^= recLongName
+		return
+	}
+	f.names.drop(int(u.nameLen))
+}
+
 func (f *FloorTracker) setName(h uint64, u *userRec, name string) {
 	if len(name) >= longName {
 		u.bits |= recLongName
