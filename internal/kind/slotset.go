@@ -35,10 +35,11 @@ type slotSet struct {
 
 	// held is, for each key the kind can replay, what the member table
 	// does not know: its expiry, and its user, which is the key itself
-	// (Key.UserHash == Key.Hash) unless users says otherwise. The members themselves are
-	// replayed from the member table, which keeps every member's score
-	// under the low half of its key's hash; held is keyed by that half
-	// (keytable.LowHalf), and each entry's hash is its key's whole hash.
+	// (Key.UserHash == Key.Hash) unless users says otherwise. The
+	// members themselves are replayed from the member table, which keeps
+	// every member's score under the low half of its key's hash; held is
+	// keyed by that half (keytable.LowHalf), and each entry's hash is its
+	// key's whole hash.
 	held keytable.Table[slotHeld]
 	// users is the user of each held key whose user is not named by the
 	// key's own hash: a key not under its user's canonical name (the
