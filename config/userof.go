@@ -16,6 +16,9 @@ type userShape struct {
 	prefix string
 	suffix string // shapeGlob only
 	nl     bool   // shapeGlob: the group may hold '\n'
+	// keyPrefix and keySuffix around a user make its canonical key
+	// (UserKey): made once here, not for every key a sweep reads.
+	keyPrefix, keySuffix string
 }
 
 const (
@@ -34,14 +37,10 @@ const (
 // from its user's. The sweep uses it to name a user by its canonical
 // key's hash (docs/design.md, "Across sweeps").
 func (f *Family) UserKey() (prefix, suffix string, ok bool) {
-	switch {
-	case f.shape == nil:
+	if f.shape == nil {
 		return "", "", false
-	case f.shape.kind == shapeBraces:
-		return f.shape.prefix + "{", "}", true
-	default:
-		return f.shape.prefix, f.shape.suffix, true
 	}
+	return f.shape.keyPrefix, f.shape.keySuffix, true
 }
 
 // userOf applies the shape; it returns exactly what the regexp's first
@@ -139,6 +138,10 @@ func shapeOf(re *regexp.Regexp) *userShape {
 		}
 	default:
 		return nil
+	}
+	s.keyPrefix, s.keySuffix = s.prefix, s.suffix
+	if s.kind == shapeBraces {
+		s.keyPrefix, s.keySuffix = s.prefix+"{", "}"
 	}
 	return s
 }
