@@ -317,6 +317,10 @@ var aclCommands = []struct {
 }{
 	{"scan", []string{"streams", "legacy"}},
 	{"time", []string{"streams", "legacy"}},
+	// ZSCAN reads a slot set's members; without it the exporter reads
+	// them with ZRANGE and warns (see the zscan sub-test). ZRANGE also
+	// finds an oversized set's newest score.
+	{"zscan", []string{"streams"}},
 	{"zrange", []string{"streams"}},
 	{"pttl", []string{"streams"}},
 	{"zcount", []string{"streams"}}, // oversized sets only
@@ -395,7 +399,7 @@ func TestACLMinimalCommandSet(t *testing.T) {
 	p = startExporter(t, "--config.file="+cfg)
 	secWaitUp(t, p)
 	for _, c := range aclCommands {
-		if c.cmd == "info" || slices.Contains(trackingCommands, c.cmd) {
+		if c.cmd == "info" || c.cmd == "zscan" || slices.Contains(trackingCommands, c.cmd) {
 			continue
 		}
 		t.Run("without "+c.cmd, func(t *testing.T) {
@@ -418,6 +422,35 @@ func TestACLMinimalCommandSet(t *testing.T) {
 			secWaitUp(t, p)
 		})
 	}
+
+	// An ACL written for a release that read slot sets with ZRANGE: the
+	// exporter reads them with ZRANGE, says once what to grant, and its
+	// figures stay whole.
+	t.Run("without zscan", func(t *testing.T) {
+		before := secCount(t, p, `slot_exporter_sweep_errors_total{family="streams"}`)
+		if err := admin.Do(ctx, "ACL", "SETUSER", "exporter", "-zscan").Err(); err != nil {
+			t.Fatal(err)
+		}
+		exportertest.WaitFor(t, 10*time.Second, "the warning about ZSCAN", func() bool {
+			return strings.Contains(p.logs.String(), "the ACL refuses ZSCAN: slot sets are read with ZRANGE")
+		})
+		// Two sweeps more (a TIME each), reading every key by ZRANGE.
+		for range 2 {
+			n := exportertest.Calls(t, admin, "time")
+			exportertest.WaitFor(t, 10*time.Second, "a sweep", func() bool { return exportertest.Calls(t, admin, "time") > n })
+		}
+		_, page := p.get(t, "/metrics")
+		secCheckSeeded(t, page)
+		if got := secCount(t, p, `slot_exporter_sweep_errors_total{family="streams"}`); got != before || metric(page, "slot_exporter_up") != "1" {
+			t.Errorf("without ZSCAN: sweep errors %d (were %d), up %s; want the sweeps to go on", got, before, metric(page, "slot_exporter_up"))
+		}
+		if n := strings.Count(p.logs.String(), "the ACL refuses ZSCAN"); n != 1 {
+			t.Errorf("warned %d times, want once", n)
+		}
+		if err := admin.Do(ctx, "ACL", "SETUSER", "exporter", "+zscan").Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	// INFO only serves restart detection (run_id). With it, a restart that
 	// empties Redis ends the vanished holds as "lost"; without it the sweep

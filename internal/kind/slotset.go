@@ -15,7 +15,7 @@ import (
 
 // A slot set is a sorted set per user, one member per held slot, scored
 // by its expiry (or, with score: heartbeat, by its last refresh). It reads
-// ZRANGE WITHSCORES and PTTL; members are classified by track.Bounds and
+// its members (ZSCAN, or ZRANGE WITHSCORES; see redisread) and PTTL; members are classified by track.Bounds and
 // remembered by track.MemberTracker. It feeds slot_members,
 // slot_acquires_total, slot_heartbeats_total, slot_holds_ended_total,
 // slot_hold_duration_seconds, slot_sets_without_ttl and

@@ -129,6 +129,13 @@ func judgeError(r *KeyRead, msg string) error {
 	return fmt.Errorf("reading %q: %w", r.Key, resp.ReplyError(msg))
 }
 
+// commandRefused: msg is the ACL refusing the command outright ("NOPERM
+// this user has no permissions to run the 'zscan' command"), not one key.
+func commandRefused(msg string) bool {
+	m := strings.TrimPrefix(msg, "ERR ")
+	return strings.HasPrefix(m, "NOPERM") && !strings.Contains(m, " key")
+}
+
 // judgeErr is judgeError for an error from go-redis: redis.Nil is a key
 // that is gone; a Redis error reply goes through judgeError; anything else
 // (I/O, timeouts) fails the sweep.

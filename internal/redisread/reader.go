@@ -65,21 +65,59 @@ const readDepth = 4
 // connections of the fast path for slot sets, which close with it.
 type Reader struct {
 	pool *resp.Pool
-	// slotReads counts the slot sets read over raw connections, each one
-	// ZRANGE and one PTTL: the CPU pace prices them from Redis's own
-	// INFO commandstats.
-	slotReads atomic.Uint64
+	// scanReads and rangeReads count the slot sets read over raw
+	// connections, each one ZSCAN (or ZRANGE) and one PTTL: the CPU pace
+	// prices them from Redis's own INFO commandstats.
+	scanReads, rangeReads atomic.Uint64
+	// zscanRefused is when the ACL last refused a ZSCAN (Unix ns; 0:
+	// never): slot sets are read with ZRANGE for zscanRetry after it, so
+	// that a grant takes effect without a restart while a refusal costs
+	// the ACL LOG one entry every zscanRetry.
+	zscanRefused atomic.Int64
+	zscanRetry   time.Duration
+	warned       atomic.Bool
+	// Warn (nil: none) is told, once, that the ACL refuses ZSCAN. Set
+	// before the first read.
+	Warn func(msg string, args ...any)
+}
+
+// zscanRetry is how long slot sets are read with ZRANGE after the ACL
+// refused a ZSCAN.
+const zscanRetry = 10 * time.Minute
+
+// SlotReads counts the slot sets a Reader has read over raw connections,
+// by the command that read their members; each had one PTTL too.
+type SlotReads struct {
+	ZScan, ZRange uint64
 }
 
 // SlotReads is how many slot sets the reader has read over raw
-// connections: as many ZRANGE and as many PTTL calls.
-func (rd *Reader) SlotReads() uint64 { return rd.slotReads.Load() }
+// connections.
+func (rd *Reader) SlotReads() SlotReads {
+	return SlotReads{ZScan: rd.scanReads.Load(), ZRange: rd.rangeReads.Load()}
+}
+
+// byRange: the raw reads go as ZRANGE, the ACL having refused ZSCAN less
+// than zscanRetry ago.
+func (rd *Reader) byRange() bool {
+	at := rd.zscanRefused.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < rd.zscanRetry
+}
+
+// refuseZScan turns the raw reads to ZRANGE for zscanRetry, and warns
+// once.
+func (rd *Reader) refuseZScan(msg string) {
+	rd.zscanRefused.Store(time.Now().UnixNano())
+	if !rd.warned.Swap(true) && rd.Warn != nil {
+		rd.Warn("the ACL refuses ZSCAN: slot sets are read with ZRANGE, which costs Redis about a fifth more CPU a key; grant +zscan (README: Redis ACL)", "err", msg)
+	}
+}
 
 // NewReader returns a reader. readOnly is set when the keys are read from
 // cluster replicas: raw connections then send READONLY, as go-redis's own
 // node connections do.
 func NewReader(readOnly bool) *Reader {
-	return &Reader{pool: resp.NewPool(readOnly)}
+	return &Reader{pool: resp.NewPool(readOnly), zscanRetry: zscanRetry}
 }
 
 // Close closes the idle raw connections.

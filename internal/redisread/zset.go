@@ -24,7 +24,8 @@ type Edges struct {
 	Expired, StaleBelow, FutureAbove float64
 }
 
-// ZSetReads reads a sorted set of slots: ZRANGE 0 max WITHSCORES and PTTL.
+// ZSetReads reads a sorted set of slots: ZRANGE 0 max WITHSCORES and PTTL
+// through go-redis (the raw path, zset_raw.go, reads with ZSCAN).
 // A set with more than MaxMembers members is not read member by member
 // but counted by score range (ZCOUNT) at Edges, with its newest
 // unexpired score (for expiring-early checks).

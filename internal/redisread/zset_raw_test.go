@@ -1,6 +1,8 @@
 package redisread
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/commandstats"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/internal/resp"
 	"github.com/slotexporter/slot_exporter/internal/tlstest"
@@ -58,6 +61,20 @@ func readWith(ctx context.Context, rd *Reader, c redis.Cmdable, p *Plan, keys []
 		reads = append(reads, b...)
 	}
 	return reads, err
+}
+
+// inOrder is r with its members in (score, hash) order: ZSCAN gives a
+// hash-table set's members in the table's order, ZRANGE in the scores',
+// and the reader promises neither.
+func inOrder(r KeyRead) KeyRead {
+	r.Members = slices.Clone(r.Members)
+	slices.SortFunc(r.Members, func(a, b Member) int {
+		if c := cmp.Compare(a.Score, b.Score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Hash, b.Hash)
+	})
+	return r
 }
 
 // loadAwkward writes slot sets that exercise every branch of the reply
@@ -134,10 +151,11 @@ func TestRawReadsMatchGoRedis(t *testing.T) {
 	for i, k := range keys {
 		// Time passes between the reads.
 		raw[i].PTTL, slow[i].PTTL, direct[i].PTTL = min(raw[i].PTTL, 1), min(slow[i].PTTL, 1), min(direct[i].PTTL, 1)
+		raw[i], slow[i], direct[i] = inOrder(raw[i]), inOrder(slow[i]), inOrder(direct[i])
 		if fmt.Sprint(raw[i]) != fmt.Sprint(slow[i]) || fmt.Sprint(raw[i]) != fmt.Sprint(direct[i]) {
 			t.Errorf("%s:\n raw      %+v\n go-redis %+v\n direct   %+v", k, raw[i], slow[i], direct[i])
 		}
-		if w, ok := want[k]; ok && k != "s:{big}" && !slices.Equal(raw[i].Members, w) {
+		if w, ok := want[k]; ok && k != "s:{big}" && !slices.Equal(raw[i].Members, inOrder(KeyRead{Members: w}).Members) {
 			t.Errorf("%s: members %+v, want %+v", k, raw[i].Members, w)
 		}
 	}
@@ -177,7 +195,7 @@ func TestRawReadsMatchGoRedis(t *testing.T) {
 		for b := range out {
 			for _, r := range b {
 				r.PTTL = min(r.PTTL, 1)
-				got[r.Key] = fmt.Sprint(r)
+				got[r.Key] = fmt.Sprint(inOrder(r))
 			}
 		}
 		return got
@@ -361,5 +379,180 @@ func TestRawReadsReadOnly(t *testing.T) {
 	_, err := readWith(ctx, rd, c, p, []string{"s:{a}"})
 	if err == nil || !strings.Contains(err.Error(), "READONLY") {
 		t.Fatalf("for replicas: err %v, want READONLY refused by a server that is not in a cluster", err)
+	}
+}
+
+// calls is how many times Redis has run cmd, by INFO commandstats.
+func calls(t *testing.T, c redis.Cmdable, cmd string) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return commandstats.Parse(info)[cmd].Calls
+}
+
+// TestRawReadsWhatZScanGivesWhole: the raw path reads members with ZSCAN,
+// which gives a small (listpack) set whole whatever COUNT says, and a
+// hash-table set as far as COUNT's buckets reach. Every shape reads as
+// go-redis's ZRANGE does: a hash-table set (a member over 64 bytes),
+// its scores printed by another routine; one over 128 members, whole or
+// over the cap from ZSCAN's first page; a listpack set over the cap.
+func TestRawReadsWhatZScanGivesWhole(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.ZAdd(ctx, "s:{table}", redis.Z{Score: 1764532123.456, Member: strings.Repeat("x", 100)}, redis.Z{Score: 1e-3, Member: "tiny"},
+		redis.Z{Score: -5, Member: "neg"}, redis.Z{Score: math.Inf(1), Member: "forever"}, redis.Z{Score: math.Inf(-1), Member: "never"},
+		redis.Z{Score: 1.7645321234560001e+18, Member: "nanos"}, redis.Z{Score: 1764532123456, Member: "ms"}).Err())
+	var many, listpack []redis.Z
+	for i := range 200 {
+		many = append(many, redis.Z{Score: float64(1764532123456 + i), Member: fmt.Sprintf("m%d", i)})
+	}
+	for i := range 20 {
+		listpack = append(listpack, redis.Z{Score: float64(i), Member: fmt.Sprintf("m%d", i)})
+	}
+	must(c.ZAdd(ctx, "s:{many}", many...).Err())
+	must(c.ZAdd(ctx, "s:{listpack}", listpack...).Err())
+	keys := []string{"s:{table}", "s:{many}", "s:{listpack}"}
+	for _, maxM := range []int64{1000, 5} {
+		p := zsetPlan(10, maxM, Edges{Expired: 10, StaleBelow: 10, FutureAbove: 1764532123500})
+		ranges := calls(t, c, "zrange")
+		rd := NewReader(false)
+		raw, err := readWith(ctx, rd, c, p, keys)
+		rd.Close()
+		must(err)
+		wantOversized := map[string]bool{"s:{table}": maxM < 7, "s:{many}": maxM < 200, "s:{listpack}": maxM < 20}
+		// No set is read again: the only ZRANGEs are the oversized sets'
+		// newest scores (ZRANGE BYSCORE REV LIMIT 0 1).
+		newest := int64(0)
+		for _, o := range wantOversized {
+			if o {
+				newest++
+			}
+		}
+		if got := calls(t, c, "zrange") - ranges; got != newest {
+			t.Errorf("max %d: %d ZRANGE calls, want %d", maxM, got, newest)
+		}
+		if got := rd.SlotReads(); got != (SlotReads{ZScan: uint64(len(keys))}) {
+			t.Errorf("max %d: slot reads %+v", maxM, got)
+		}
+		slow, err := readKeys(ctx, goRedisOnly{c}, p, keys)
+		must(err)
+		for i, k := range keys {
+			raw[i].PTTL, slow[i].PTTL = min(raw[i].PTTL, 1), min(slow[i].PTTL, 1)
+			if a, b := fmt.Sprint(inOrder(raw[i])), fmt.Sprint(inOrder(slow[i])); a != b {
+				t.Errorf("max %d, %s:\n raw      %s\n go-redis %s", maxM, k, a, b)
+			}
+			if raw[i].Oversized != wantOversized[k] || raw[i].Status != OK {
+				t.Errorf("max %d, %s: status %v, oversized %v, want oversized %v", maxM, k, raw[i].Status, raw[i].Oversized, wantOversized[k])
+			}
+		}
+	}
+}
+
+// TestRawReadsZScanStoppedShort: ZSCAN's cursor says a set has more. With
+// more members than the cap on its first page the set is oversized; with
+// fewer (a hash table far larger than its members, which Redis leaves
+// when it cannot shrink it, during a fork for instance: not something a
+// test can make happen at will, hence the replayed replies) it is read
+// again, not taken for what the page holds.
+func TestRawReadsZScanStoppedShort(t *testing.T) {
+	var replies bytes.Buffer
+	member := func(m string, score int) {
+		fmt.Fprintf(&replies, "$%d\r\n%s\r\n$%d\r\n%d\r\n", len(m), m, len(fmt.Sprint(score)), score)
+	}
+	// s:{short}: cursor 286, 2 members; s:{over}: cursor 9, 4 members
+	// (the cap is 3); s:{whole}: cursor 0, 2 members.
+	replies.WriteString("*2\r\n$3\r\n286\r\n*4\r\n")
+	member("a", 1)
+	member("b", 2)
+	replies.WriteString(":1000\r\n*2\r\n$1\r\n9\r\n*8\r\n")
+	for i, m := range []string{"a", "b", "c", "d"} {
+		member(m, i)
+	}
+	replies.WriteString(":-1\r\n*2\r\n$1\r\n0\r\n*4\r\n")
+	member("a", 1)
+	member("b", 2)
+	replies.WriteString(":1000\r\n")
+	var rd Reader
+	reads := make([]KeyRead, 3)
+	c := resp.NewConn(&replayConn{r: bytes.NewReader(replies.Bytes())}, 0)
+	big, again, err := rd.recvSlotReads(context.Background(), c, []string{"s:{short}", "s:{over}", "s:{whole}"}, 3, false, reads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(big, []int{1}) || !slices.Equal(again, []int{0}) {
+		t.Errorf("oversized %v, read again %v; want [1] and [0]", big, again)
+	}
+	if !reads[1].Oversized || reads[0].Members != nil || len(reads[2].Members) != 2 {
+		t.Errorf("reads %+v", reads)
+	}
+}
+
+// TestRawReadsWhenTheACLRefusesZScan: an ACL written for a release that
+// read with ZRANGE refuses ZSCAN. The batch it refused is read again with
+// ZRANGE, and so is everything after it for a while; the reader warns
+// once. A grant is taken up once the while is over.
+func TestRawReadsWhenTheACLRefusesZScan(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "old", "on", ">pw", "~s:*", "resetchannels", "-@all", "+scan", "+zrange", "+pttl", "+zcount").Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := loadAwkward(t, admin)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "old", Password: "pw", DisableIdentity: true})
+	t.Cleanup(func() { _ = c.Close() })
+	keys := []string{"s:{plain}", "s:{inf}", "s:{frac}", "s:{bytes}", "s:{huge}", "s:{big}", "s:{string}", "s:{missing}"}
+	p := zsetPlan(3, 5, Edges{Expired: 2, StaleBelow: 3, FutureAbove: 4})
+	rd := NewReader(false)
+	defer rd.Close()
+	var warned []string
+	rd.Warn = func(msg string, _ ...any) { warned = append(warned, msg) }
+	slow, err := readKeys(ctx, goRedisOnly{admin}, p, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		raw, err := readWith(ctx, rd, c, p, keys)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for i, k := range keys {
+			raw[i].PTTL, slow[i].PTTL = min(raw[i].PTTL, 1), min(slow[i].PTTL, 1)
+			if a, b := fmt.Sprint(inOrder(raw[i])), fmt.Sprint(inOrder(slow[i])); a != b {
+				t.Errorf("round %d, %s:\n raw      %s\n go-redis %s", round, k, a, b)
+			}
+			if w, ok := want[k]; ok && k != "s:{big}" && !slices.Equal(inOrder(raw[i]).Members, inOrder(KeyRead{Members: w}).Members) {
+				t.Errorf("round %d, %s: members %+v, want %+v", round, k, raw[i].Members, w)
+			}
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "grant +zscan") {
+		t.Errorf("warnings %q, want one that says to grant +zscan", warned)
+	}
+	// The first batch went as ZSCAN and was refused; the second as ZRANGE.
+	if got := rd.SlotReads(); got != (SlotReads{ZScan: uint64(len(keys)), ZRange: uint64(len(keys))}) {
+		t.Errorf("slot reads %+v", got)
+	}
+	if err := admin.Do(ctx, "ACL", "SETUSER", "old", "+zscan").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rd.zscanRetry = 0
+	if _, err := readWith(ctx, rd, c, p, keys); err != nil {
+		t.Fatal(err)
+	}
+	if got := rd.SlotReads(); got != (SlotReads{ZScan: 2 * uint64(len(keys)), ZRange: uint64(len(keys))}) {
+		t.Errorf("after the grant: slot reads %+v, want one more batch by ZSCAN", got)
+	}
+	if rd.byRange() {
+		t.Errorf("still reading by ZRANGE after a ZSCAN went through")
 	}
 }

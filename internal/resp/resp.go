@@ -18,7 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The sweep's reads (one ZRANGE WITHSCORES and one PTTL per key, a million
+// The sweep's reads (one ZSCAN and one PTTL per key, a million
 // keys a sweep) go over a connection of their own that speaks RESP2
 // directly: commands are appended to one buffer, and replies are parsed in
 // place, each member hashed straight from the reply bytes. Through go-redis
@@ -180,12 +180,14 @@ func (c *Conn) cmd(args ...string) {
 	}
 }
 
-func (c *Conn) bulk(a string) {
-	c.wbuf = append(c.wbuf, '$')
-	c.wbuf = strconv.AppendInt(c.wbuf, int64(len(a)), 10)
-	c.wbuf = append(c.wbuf, '\r', '\n')
-	c.wbuf = append(c.wbuf, a...)
-	c.wbuf = append(c.wbuf, '\r', '\n')
+func (c *Conn) bulk(a string) { c.wbuf = appendBulk(c.wbuf, a) }
+
+func appendBulk[T string | []byte](b []byte, a T) []byte {
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(a)), 10)
+	b = append(b, '\r', '\n')
+	b = append(b, a...)
+	return append(b, '\r', '\n')
 }
 
 // Deadline arms the connection for one exchange: the read timeout from the

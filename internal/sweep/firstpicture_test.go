@@ -92,7 +92,7 @@ func BenchmarkFirstPicture(b *testing.B) {
 		// a key is socket work and the event loop.
 		st0, st1 := commandstats.Parse(cmd0), commandstats.Parse(cmd1)
 		inCmds := ""
-		for _, c := range []string{"scan", "zrange", "pttl"} {
+		for _, c := range []string{"scan", "zscan", "pttl"} {
 			inCmds += fmt.Sprintf(" %s %.2f,", c, float64(st1[c].Usec-st0[c].Usec)/float64(max(f.state.keysScanned, 1)))
 		}
 		var cost, rate float64

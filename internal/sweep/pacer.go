@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/slotexporter/slot_exporter/internal/changefeed"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
@@ -57,7 +58,7 @@ type cpuPacer struct {
 	// slotReads counts the slot sets read over raw connections (nil:
 	// none), priced by Redis's INFO commandstats as the floor of the
 	// cost.
-	slotReads func() uint64
+	slotReads func() redisread.SlotReads
 	cost      float64 // CPU seconds per key read
 	// measured is set by the cost's first update: until then the cost
 	// is the prior.
@@ -188,7 +189,7 @@ func (p *cpuPacer) apply() {
 
 // setSources takes the counts of a (reloaded) sweeper: its change feed's
 // invalidations and its reader's slot sets; nil: none.
-func (p *cpuPacer) setSources(invalidations func() changefeed.Invalidations, slotReads func() uint64) {
+func (p *cpuPacer) setSources(invalidations func() changefeed.Invalidations, slotReads func() redisread.SlotReads) {
 	p.mu.Lock()
 	p.invalidations, p.invShare = invalidations, 0
 	p.slotReads = slotReads

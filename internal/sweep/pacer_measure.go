@@ -14,6 +14,7 @@ import (
 
 	"github.com/slotexporter/slot_exporter/internal/changefeed"
 	"github.com/slotexporter/slot_exporter/internal/commandstats"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
 )
 
 // cpuSample is one second's reading of Redis and of the exporter's own
@@ -24,11 +25,11 @@ type cpuSample struct {
 	keys    uint64
 	inv     changefeed.Invalidations
 	readers bool
-	// slotReads, zrange and pttl price the slot sets read, scan the
-	// SCANs (haveCmd: commandstats was read on every node).
-	slotReads          uint64
-	zrange, pttl, scan commandstats.Stat
-	haveCmd            bool
+	// slotReads, zscan, zrange and pttl price the slot sets read, scan
+	// the SCANs (haveCmd: commandstats was read on every node).
+	slotReads                 redisread.SlotReads
+	zscan, zrange, pttl, scan commandstats.Stat
+	haveCmd                   bool
 }
 
 // tick reads INFO cpu (and commandstats, with raw slot-set reads) from
@@ -43,9 +44,9 @@ func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger) {
 	}
 	readers := p.active.Load() > 0
 	var total float64
-	var zrange, pttl, scan commandstats.Stat
+	var zscan, zrange, pttl, scan commandstats.Stat
 	haveCmd := slotReads != nil
-	var reads uint64
+	var reads redisread.SlotReads
 	if haveCmd {
 		reads = slotReads()
 	}
@@ -74,11 +75,12 @@ func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger) {
 				continue
 			}
 			st := commandstats.Parse(info)
-			zrange, pttl, scan = zrange.Plus(st["zrange"]), pttl.Plus(st["pttl"]), scan.Plus(st["scan"])
+			zscan, zrange = zscan.Plus(st["zscan"]), zrange.Plus(st["zrange"])
+			pttl, scan = pttl.Plus(st["pttl"]), scan.Plus(st["scan"])
 		}
 	}
 	s := cpuSample{cpu: total, at: time.Now(), keys: p.keys.Load(), readers: readers || p.active.Load() > 0,
-		slotReads: reads, zrange: zrange, pttl: pttl, scan: scan, haveCmd: haveCmd}
+		slotReads: reads, zscan: zscan, zrange: zrange, pttl: pttl, scan: scan, haveCmd: haveCmd}
 	if inv != nil {
 		s.inv = inv()
 	}
@@ -101,29 +103,52 @@ func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger) {
 }
 
 // readCommandsTime is Redis's time inside the reads' commands between
-// two samples (seconds): the slot sets read, priced at the mean time of a
-// ZRANGE and a PTTL call over the same span, and every SCAN (an
-// application seldom SCANs; the exporter's discovery does). The means are
-// of every client's calls; an application's larger ZRANGEs raise them,
-// and so slow the reads, the safe side. The slot sets counted are at most
-// the calls Redis counted: a batch sent but not yet run when INFO was
-// answered is priced in the next span. 0 without the counts, or when they
-// went back (a restart, CONFIG RESETSTAT).
+// two samples (seconds): the slot sets read, each priced at the mean time
+// of a call of the command that read its members (ZSCAN, or ZRANGE) and
+// of a PTTL over the same span, and every SCAN (an application seldom
+// SCANs; the exporter's discovery does). The means are of every client's
+// calls; an application's larger ZSCANs or ZRANGEs raise them, and so slow the
+// reads, the safe side. The slot sets counted are at most the calls Redis
+// counted: a batch sent but not yet run when INFO was answered is priced
+// in the next span. 0 without the counts, or when they went back (a
+// restart, CONFIG RESETSTAT).
 func readCommandsTime(prev, s cpuSample) float64 {
-	if !prev.haveCmd || !s.haveCmd || s.slotReads <= prev.slotReads {
+	if !prev.haveCmd || !s.haveCmd {
 		return 0
 	}
-	n := min(int64(s.slotReads-prev.slotReads), s.zrange.Calls-prev.zrange.Calls, s.pttl.Calls-prev.pttl.Calls)
+	var usec float64
+	var n int64
+	for _, c := range []struct {
+		reads, prevReads uint64
+		stat, prevStat   commandstats.Stat
+	}{
+		{s.slotReads.ZScan, prev.slotReads.ZScan, s.zscan, prev.zscan},
+		{s.slotReads.ZRange, prev.slotReads.ZRange, s.zrange, prev.zrange},
+	} {
+		if c.reads <= c.prevReads {
+			continue
+		}
+		k := min(int64(c.reads-c.prevReads), c.stat.Calls-c.prevStat.Calls)
+		if k <= 0 {
+			continue
+		}
+		per, ok := commandstats.PerCall(c.prevStat, c.stat)
+		if !ok {
+			return 0
+		}
+		usec += float64(k) * per
+		n += k
+	}
+	n = min(n, s.pttl.Calls-prev.pttl.Calls)
 	if n <= 0 {
 		return 0
 	}
-	z, okZ := commandstats.PerCall(prev.zrange, s.zrange)
-	t, okT := commandstats.PerCall(prev.pttl, s.pttl)
-	if !okZ || !okT {
+	t, ok := commandstats.PerCall(prev.pttl, s.pttl)
+	if !ok {
 		return 0
 	}
 	scan := float64(max(s.scan.Usec-prev.scan.Usec, 0))
-	return (float64(n)*(z+t) + scan) / 1e6
+	return (usec + float64(n)*t + scan) / 1e6
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }

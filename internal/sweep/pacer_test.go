@@ -8,19 +8,20 @@ import (
 
 	"github.com/slotexporter/slot_exporter/internal/changefeed"
 	"github.com/slotexporter/slot_exporter/internal/commandstats"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
 )
 
 // drive feeds the pacer a minute or more of Redis CPU readings, one a
 // second: the application's load (base, by second, and whether the reads
 // were held in it) plus what the keys the pacer lets through cost. Each
-// key is a slot set; with cmdCost > 0, INFO commandstats counts its ZRANGE
+// key is a slot set; with cmdCost > 0, INFO commandstats counts its ZSCAN
 // and PTTL, cmdCost of Redis time between them. It returns the lowest
 // rate allowed after the first 20 s, and the exporter's share of a core
 // over the last minute.
 func drive(p *cpuPacer, seconds int, cost, cmdCost float64, base func(sec int, held bool) float64) (lowest, share float64) {
 	at := time.Unix(1000, 0)
 	cpu, keys := 0.0, uint64(0)
-	var zrange, pttl commandstats.Stat
+	var zscan, pttl commandstats.Stat
 	lowest = p.KeysPerSecond()
 	for sec := range seconds {
 		read := uint64(p.KeysPerSecond())
@@ -32,14 +33,14 @@ func drive(p *cpuPacer, seconds int, cost, cmdCost float64, base func(sec int, h
 		if sec >= seconds-60 {
 			share += cost * float64(read) / 60
 		}
-		zrange.Calls += int64(read)
-		zrange.Usec += int64(float64(read) * cmdCost / 2 * 1e6)
+		zscan.Calls += int64(read)
+		zscan.Usec += int64(float64(read) * cmdCost / 2 * 1e6)
 		pttl.Calls += int64(read)
 		pttl.Usec += int64(float64(read) * cmdCost / 2 * 1e6)
 		at = at.Add(time.Second)
 		p.mu.Lock()
 		p.observe(cpuSample{cpu: cpu, at: at, keys: keys, readers: true,
-			slotReads: keys, zrange: zrange, pttl: pttl, haveCmd: cmdCost > 0})
+			slotReads: redisread.SlotReads{ZScan: keys}, zscan: zscan, pttl: pttl, haveCmd: cmdCost > 0})
 		switch {
 		case p.quiet:
 			p.quiet = false
@@ -262,24 +263,30 @@ func TestPacerChargesInvalidations(t *testing.T) {
 }
 
 // TestReadCommandsTime: the reads' command time between two samples is the
-// slot sets read, at most as many as Redis ran, priced at the mean ZRANGE
-// and PTTL, plus the SCANs; nothing when the counts went back.
+// slot sets read, at most as many as Redis ran, each priced at the mean
+// call of the command that read it (ZSCAN, or ZRANGE once the ACL refused
+// ZSCAN) and of PTTL, plus the SCANs; nothing when the counts went back.
 func TestReadCommandsTime(t *testing.T) {
-	at := func(reads uint64, calls, usec int64, scanUsec int64) cpuSample {
-		return cpuSample{slotReads: reads, haveCmd: true,
-			zrange: commandstats.Stat{Calls: calls, Usec: 3 * usec}, pttl: commandstats.Stat{Calls: calls, Usec: usec},
-			scan: commandstats.Stat{Calls: 1, Usec: scanUsec}}
+	// at: scans slot sets read by ZSCAN and ranges by ZRANGE; Redis ran
+	// calls of each, a ZSCAN costing 3 µs, a ZRANGE 5 and a PTTL 1.
+	at := func(scans, ranges uint64, calls, scanUsec int64) cpuSample {
+		return cpuSample{slotReads: redisread.SlotReads{ZScan: scans, ZRange: ranges}, haveCmd: true,
+			zscan:  commandstats.Stat{Calls: calls, Usec: 3 * calls},
+			zrange: commandstats.Stat{Calls: calls, Usec: 5 * calls},
+			pttl:   commandstats.Stat{Calls: 2 * calls, Usec: 2 * calls},
+			scan:   commandstats.Stat{Calls: 1, Usec: scanUsec}}
 	}
 	for _, c := range []struct {
 		name     string
 		from, to cpuSample
 		want     float64 // seconds
 	}{
-		{"every read run", at(100, 1000, 1000, 0), at(300, 1200, 1200, 50), (200*(3+1) + 50) / 1e6},
-		{"a batch still in Redis's input", at(100, 1000, 1000, 0), at(340, 1200, 1200, 0), 200 * (3 + 1) / 1e6},
-		{"no reads", at(100, 1000, 1000, 0), at(100, 1200, 1200, 50), 0},
-		{"stats reset", at(100, 1000, 1000, 0), at(300, 10, 10, 0), 0},
-		{"no commandstats", cpuSample{slotReads: 100}, at(300, 1200, 1200, 0), 0},
+		{"every read run", at(100, 0, 1000, 0), at(300, 0, 1200, 50), (200*(3+1) + 50) / 1e6},
+		{"a batch still in Redis's input", at(100, 0, 1000, 0), at(340, 0, 1200, 0), 200 * (3 + 1) / 1e6},
+		{"ZRANGE after the ACL refused ZSCAN", at(100, 0, 1000, 0), at(150, 50, 1200, 0), (50*(3+1) + 50*(5+1)) / 1e6},
+		{"no reads", at(100, 0, 1000, 0), at(100, 0, 1200, 50), 0},
+		{"stats reset", at(100, 0, 1000, 0), at(300, 0, 10, 0), 0},
+		{"no commandstats", cpuSample{slotReads: redisread.SlotReads{ZScan: 100}}, at(300, 0, 1200, 0), 0},
 	} {
 		if got := readCommandsTime(c.from, c.to); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("%s: %g s, want %g s", c.name, got, c.want)

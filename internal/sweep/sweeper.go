@@ -72,6 +72,7 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 		reader: redisread.NewReader(replica && cfg.Redis.Mode == config.ModeCluster),
 		logger: logger,
 	}
+	s.reader.Warn = logger.Warn
 	if cfg.Sampling.Discovery == config.DiscoveryNotify {
 		var fams []discovery.Family
 		for i := range cfg.Families {

@@ -50,7 +50,7 @@ func (rep *report) outsideSection(p func(string, ...any)) {
 	p("| redis-server CPU, share of a core | %.1f%% | %.1f%% |\n", x.Alone.RedisCPU*100, x.With.RedisCPU*100)
 	p("| the probe's p99 | %.2f ms | %.2f ms |\n", x.Alone.P99, x.With.P99)
 	p("| sets written (ZADD, as Redis counted) | %d | %d |\n", x.Alone.Written, x.With.Written)
-	p("| keys the exporter read a second (ZRANGE) | - | %.0f |\n", x.KeysRead)
+	p("| keys the exporter read a second (PTTL calls) | - | %.0f |\n", x.KeysRead)
 	p("| the exporter's own CPU, share of a core | - | %.1f%% |\n", x.ExporterCPU*100)
 	p("| the exporter's live heap, largest | - | %s (first read: %s) |\n", mb(x.Heap), mb(x.FirstHeap))
 	p("| the exporter's RSS, largest | - | %s (first read: %s) |\n", mb(x.RSS), mb(x.FirstRSS))
