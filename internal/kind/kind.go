@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -144,11 +143,7 @@ func heldPTTL(cmd *redis.DurationCmd) (int64, error) {
 // (not one key).
 func refused(err error) bool {
 	var re redis.Error
-	if !errors.As(err, &re) {
-		return false
-	}
-	m := strings.TrimPrefix(re.Error(), "ERR ")
-	return strings.HasPrefix(m, "NOPERM") && !strings.Contains(m, " key")
+	return errors.As(err, &re) && redisread.CommandRefused(re.Error())
 }
 
 // expiryOf is a read's PTTL as a Redis time (ms), -1 without expiry.

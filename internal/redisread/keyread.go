@@ -129,9 +129,9 @@ func judgeError(r *KeyRead, msg string) error {
 	return fmt.Errorf("reading %q: %w", r.Key, resp.ReplyError(msg))
 }
 
-// commandRefused: msg is the ACL refusing the command outright ("NOPERM
+// CommandRefused: msg is the ACL refusing a command outright ("NOPERM
 // this user has no permissions to run the 'zscan' command"), not one key.
-func commandRefused(msg string) bool {
+func CommandRefused(msg string) bool {
 	m := strings.TrimPrefix(msg, "ERR ")
 	return strings.HasPrefix(m, "NOPERM") && !strings.Contains(m, " key")
 }

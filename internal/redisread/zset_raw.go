@@ -58,7 +58,7 @@ func (rd *Reader) recvSlotReads(ctx context.Context, c *resp.Conn, keys []string
 		if err != nil {
 			return nil, nil, c.Fail(ctx, err)
 		}
-		if zerr != nil && !byRange && commandRefused(string(zerr)) {
+		if zerr != nil && !byRange && CommandRefused(string(zerr)) {
 			rd.refuseZScan(string(zerr))
 			again = append(again, i)
 			continue
