@@ -2,6 +2,7 @@ package redisproc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -33,7 +34,7 @@ type Cluster struct {
 // and waits until every node reports a healthy cluster with all slots
 // covered. Extra args go to every redis-server. On an error nothing is
 // left running.
-func StartCluster(masters, replicas int, extra ...string) (c *Cluster, err error) {
+func StartCluster(masters, replicas int, extra ...string) (_ *Cluster, err error) {
 	if masters < 3 {
 		return nil, fmt.Errorf("redis-cli --cluster create needs at least 3 masters, got %d", masters)
 	}
@@ -41,7 +42,9 @@ func StartCluster(masters, replicas int, extra ...string) (c *Cluster, err error
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{clients: map[string]*redis.Client{}, extra: extra}
+	// c, not the named result, which every error return sets to nil
+	// before this deferred Stop runs.
+	c := &Cluster{clients: map[string]*redis.Client{}, extra: extra}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -72,6 +75,15 @@ func StartCluster(masters, replicas int, extra ...string) (c *Cluster, err error
 // with a client of its own (NodeClient). It is not part of the cluster,
 // nor in Nodes, until AddNode joins it.
 func (c *Cluster) StartNode() (*Server, error) {
+	for try := 1; ; try++ {
+		s, err := c.startNodeOnce()
+		if err == nil || try == portTries || !errors.Is(err, ErrPortTaken) {
+			return s, err
+		}
+	}
+}
+
+func (c *Cluster) startNodeOnce() (*Server, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err

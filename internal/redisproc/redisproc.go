@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -86,9 +87,31 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// Start runs a server and waits until it answers. On an error nothing is
-// left running, and the error carries the server's log.
+// ErrPortTaken is a server that could not listen on its port (or its
+// cluster bus port): another process took it between FreePort and the
+// server's bind, an outgoing connection's local port as likely as not
+// while many tests run at once. A caller that picked the port picks
+// again.
+var ErrPortTaken = errors.New("port taken before the server could listen on it")
+
+// portTries is how many ports Start (and Cluster.StartNode) pick before
+// giving up on ErrPortTaken.
+const portTries = 5
+
+// Start runs a server and waits until it answers. A port Start picked
+// (Options.Port 0) that was taken before the server could listen on it
+// is picked again. On an error nothing is left running, and the error
+// carries the server's log.
 func Start(o Options) (*Server, error) {
+	for try := 1; ; try++ {
+		s, err := startOnce(o)
+		if err == nil || o.Port != 0 || try == portTries || !errors.Is(err, ErrPortTaken) {
+			return s, err
+		}
+	}
+}
+
+func startOnce(o Options) (*Server, error) {
 	if o.Binary == "" {
 		o.Binary = "redis-server"
 	}
@@ -156,7 +179,11 @@ func (s *Server) start() error {
 	s.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(s.cmd, s.done)
 	if err := s.waitReady(); err != nil {
-		return fmt.Errorf("%s on %s not ready: %w\n%s", s.opts.Binary, s.Addr, err, s.Log())
+		log := s.Log()
+		if strings.Contains(log, "Address already in use") {
+			err = fmt.Errorf("%w: %w", ErrPortTaken, err)
+		}
+		return fmt.Errorf("%s on %s not ready: %w\n%s", s.opts.Binary, s.Addr, err, log)
 	}
 	return nil
 }

@@ -2,8 +2,12 @@ package redisproc
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +96,44 @@ func TestStartFailsWithLog(t *testing.T) {
 	_, err := Start(Options{Args: []string{"--no-such-option", "x"}})
 	if err == nil || !strings.Contains(err.Error(), "not ready") {
 		t.Fatalf("err %v, want a server that is not ready", err)
+	}
+}
+
+// TestStartWhenThePortIsTaken: a port taken before the server could
+// listen on it is ErrPortTaken; one that Start picked is picked again,
+// and the server starts on a port nobody holds.
+func TestStartWhenThePortIsTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := Start(Options{Port: l.Addr().(*net.TCPAddr).Port}); !errors.Is(err, ErrPortTaken) {
+		t.Fatalf("a given port that is taken: %v, want ErrPortTaken", err)
+	}
+
+	// The first two ports Start picks are taken as the server is about
+	// to listen on them.
+	var taken []int
+	command := func(port int, dir string) ([]string, error) {
+		if len(taken) < 2 {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			taken = append(taken, port)
+		}
+		return []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--logfile", filepath.Join(dir, "redis.log")}, nil
+	}
+	s, err := Start(Options{Command: command})
+	if err != nil {
+		t.Fatalf("after %d taken ports: %v", len(taken), err)
+	}
+	defer s.Stop()
+	if len(taken) != 2 || slices.Contains(taken, s.Port) {
+		t.Errorf("started on %d after taken ports %v, want 2 of them and another", s.Port, taken)
 	}
 }
 
