@@ -31,6 +31,13 @@ func (p *Plan) chunk() int {
 	return n
 }
 
+// ScanPage is how many keys one SCAN of the plan asks for: ScanCount,
+// and under a key budget or the pace no more than a chunk of reads. One
+// SCAN COUNT 1000 holds Redis for about a millisecond (1.0-1.3 ms in
+// `make bench`'s change-driven phases, 1M slot sets), which is what other
+// clients' p99 sees.
+func (p *Plan) ScanPage() int64 { return min(p.ScanCount, int64(p.chunk())) }
+
 // pacedChunk is the smallest batch the CPU pace sends, and so how long
 // Redis's other clients can queue behind one: an application's p99 rises
 // by about a batch's time once the exporter keeps Redis busy for more

@@ -64,3 +64,26 @@ func TestWaitPastTheDeadlineIsACutOff(t *testing.T) {
 		t.Fatal("wait returned before the deadline: the sweep would count it a failure, not a cut-off")
 	}
 }
+
+// TestScanPage: one SCAN asks for scan_count keys, and under a key budget
+// or the pace for no more than a chunk of reads, so that a page holds
+// Redis no longer than a batch of reads does.
+func TestScanPage(t *testing.T) {
+	pace := func() *rate.Limiter { return rate.NewLimiter(30000, 300) }
+	for _, c := range []struct {
+		name string
+		p    Plan
+		want int64
+	}{
+		{"neither", Plan{ScanCount: 1000}, 1000},
+		{"a key budget of 2000 a second", Plan{ScanCount: 1000, Budget: rate.NewLimiter(2000, 20)}, 10},
+		{"a key budget of 500k a second", Plan{ScanCount: 1000, Budget: rate.NewLimiter(500000, 5000)}, 500},
+		{"the pace at 30k keys a second", Plan{ScanCount: 1000, Pace: pace()}, pacedChunk},
+		{"a first read at the pace", Plan{ScanCount: 1000, Pace: pace(), First: true}, firstPacedChunk},
+		{"scan_count under the chunk", Plan{ScanCount: 20, Pace: pace()}, 20},
+	} {
+		if got := c.p.ScanPage(); got != c.want {
+			t.Errorf("%s: a page of %d keys, want %d", c.name, got, c.want)
+		}
+	}
+}

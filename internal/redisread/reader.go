@@ -200,10 +200,7 @@ func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, po
 		ask = make(chan struct{}, 1)
 	}
 	scanErr := make(chan error, 1)
-	// Under a key budget a SCAN page is no bigger than a chunk of reads:
-	// one SCAN COUNT 1000 holds Redis for about a millisecond, which is
-	// what other clients' p99 sees.
-	count := min(p.ScanCount, int64(p.chunk()))
+	count := p.ScanPage()
 	var cursor uint64
 	var sent map[string]struct{}
 	if pos != nil {
