@@ -19,7 +19,7 @@ import (
 
 	"github.com/slotexporter/slot_exporter/collector"
 	"github.com/slotexporter/slot_exporter/config"
-	"github.com/slotexporter/slot_exporter/internal/redisproc"
+	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/internal/sweep"
 	"github.com/slotexporter/slot_exporter/redisconn"
 )
@@ -192,13 +192,8 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// Calls is how many times the server behind c ran cmd (lower case) since
-// it started or since its last CONFIG RESETSTAT.
+// Calls is redistest.Calls, for the tests that have this package at hand.
 func Calls(t testing.TB, c redis.Cmdable, cmd string) int64 {
 	t.Helper()
-	st, err := redisproc.CommandStats(context.Background(), c)
-	if err != nil {
-		t.Fatalf("INFO commandstats: %v", err)
-	}
-	return st[cmd].Calls
+	return redistest.Calls(t, c, cmd)
 }

@@ -2,7 +2,6 @@ package redisproc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -74,14 +73,7 @@ func StartCluster(masters, replicas int, extra ...string) (_ *Cluster, err error
 // StartNode starts one cluster-enabled server on free loopback ports,
 // with a client of its own (NodeClient). It is not part of the cluster,
 // nor in Nodes, until AddNode joins it.
-func (c *Cluster) StartNode() (*Server, error) {
-	for try := 1; ; try++ {
-		s, err := c.startNodeOnce()
-		if err == nil || try == portTries || !errors.Is(err, ErrPortTaken) {
-			return s, err
-		}
-	}
-}
+func (c *Cluster) StartNode() (*Server, error) { return pickingPorts(c.startNodeOnce) }
 
 func (c *Cluster) startNodeOnce() (*Server, error) {
 	port, err := FreePort()

@@ -103,9 +103,19 @@ const portTries = 5
 // is picked again. On an error nothing is left running, and the error
 // carries the server's log.
 func Start(o Options) (*Server, error) {
+	if o.Port != 0 {
+		return startOnce(o)
+	}
+	return pickingPorts(func() (*Server, error) { return startOnce(o) })
+}
+
+// pickingPorts runs start, which picks its own ports, until it starts a
+// server, fails otherwise than on ErrPortTaken, or has tried portTries
+// times.
+func pickingPorts(start func() (*Server, error)) (*Server, error) {
 	for try := 1; ; try++ {
-		s, err := startOnce(o)
-		if err == nil || o.Port != 0 || try == portTries || !errors.Is(err, ErrPortTaken) {
+		s, err := start()
+		if err == nil || try == portTries || !errors.Is(err, ErrPortTaken) {
 			return s, err
 		}
 	}

@@ -161,7 +161,7 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 			}
 		}
 		if len(again) > 0 {
-			if err := p.readAgain(ctx, c, z, reads, again); err != nil {
+			if err := p.readAgain(ctx, c, reads, again); err != nil {
 				return err
 			}
 		}
@@ -215,19 +215,18 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 	return nil
 }
 
-// readAgain reads the keys at idx of reads again through go-redis (ZRANGE
-// and PTTL, and ZCOUNT for an oversized one), in place.
-func (p *Plan) readAgain(ctx context.Context, c redis.Cmdable, z *ZSetReads, reads []KeyRead, idx []int) error {
+// readAgain reads the keys at idx of reads again through go-redis
+// (Plan.read: ZRANGE and PTTL, and ZCOUNT for an oversized one), in
+// place.
+func (p *Plan) readAgain(ctx context.Context, c redis.Cmdable, reads []KeyRead, idx []int) error {
 	keys := make([]string, len(idx))
 	for j, i := range idx {
 		keys[j] = reads[i].Key
 	}
-	at := p.at()
-	sub := make([]KeyRead, len(idx))
-	if err := z.Read(ctx, c, keys, sub); err != nil {
+	sub, err := p.read(ctx, c, keys)
+	if err != nil {
 		return err
 	}
-	p.stamp(sub, at)
 	for j, i := range idx {
 		reads[i] = sub[j]
 	}

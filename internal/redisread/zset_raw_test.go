@@ -15,7 +15,6 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slotexporter/slot_exporter/internal/commandstats"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/internal/resp"
 	"github.com/slotexporter/slot_exporter/internal/tlstest"
@@ -382,16 +381,6 @@ func TestRawReadsReadOnly(t *testing.T) {
 	}
 }
 
-// calls is how many times Redis has run cmd, by INFO commandstats.
-func calls(t *testing.T, c redis.Cmdable, cmd string) int64 {
-	t.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return commandstats.Parse(info)[cmd].Calls
-}
-
 // TestRawReadsWhatZScanGivesWhole: the raw path reads members with ZSCAN,
 // which gives a small (listpack) set whole whatever COUNT says, and a
 // hash-table set as far as COUNT's buckets reach. Every shape reads as
@@ -423,7 +412,7 @@ func TestRawReadsWhatZScanGivesWhole(t *testing.T) {
 	keys := []string{"s:{table}", "s:{many}", "s:{listpack}"}
 	for _, maxM := range []int64{1000, 5} {
 		p := zsetPlan(10, maxM, Edges{Expired: 10, StaleBelow: 10, FutureAbove: 1764532123500})
-		ranges := calls(t, c, "zrange")
+		ranges := redistest.Calls(t, c, "zrange")
 		rd := NewReader(false)
 		raw, err := readWith(ctx, rd, c, p, keys)
 		rd.Close()
@@ -437,7 +426,7 @@ func TestRawReadsWhatZScanGivesWhole(t *testing.T) {
 				newest++
 			}
 		}
-		if got := calls(t, c, "zrange") - ranges; got != newest {
+		if got := redistest.Calls(t, c, "zrange") - ranges; got != newest {
 			t.Errorf("max %d: %d ZRANGE calls, want %d", maxM, got, newest)
 		}
 		if got := rd.SlotReads(); got != (SlotReads{ZScan: uint64(len(keys))}) {

@@ -13,6 +13,17 @@ import (
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
 )
 
+// Calls is how many times the server behind c ran cmd (lower case) since
+// it started or since its last CONFIG RESETSTAT.
+func Calls(t testing.TB, c redis.Cmdable, cmd string) int64 {
+	t.Helper()
+	st, err := redisproc.CommandStats(context.Background(), c)
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	return st[cmd].Calls
+}
+
 // Server is one redis-server process owned by a test.
 type Server struct {
 	*redisproc.Server
