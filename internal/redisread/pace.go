@@ -60,7 +60,10 @@ const pacedChunk = 40
 // 21.4 s against 24.1 (medians of 3), the pace not yet its bound. Each
 // batch holds Redis about 2 ms (300 keys at 6.5 µs), which other clients
 // see in their p99 until the first picture; after it the batches are
-// pacedChunk again. Larger batches cost hardly less and hold Redis longer.
+// pacedChunk again. Larger batches cost hardly less and hold Redis longer:
+// reading with ZSCAN, 1M sets, 600 against 300 in turn, Redis spent 1.20
+// µs a key outside its commands against 1.31 (means of 5 and 3), where
+// its CPU a key in all drifted between 4.3 and 5.2 µs from run to run.
 const firstPacedChunk = 300
 
 // limitInt is l's rate as an int, an unlimited one as the largest.
