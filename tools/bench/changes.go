@@ -66,6 +66,11 @@ type changeScenario struct {
 	// core: the application is not writing yet, so it is the exporter's
 	// (plus Redis's own idle work).
 	FirstShare float64 `json:"first_read_share"`
+	// IdleShare is Redis's CPU in the seconds before the exporter
+	// starts, nothing reading or writing (INFO cpu, for its
+	// microseconds): its own work on a million keys with TTLs, which
+	// FirstShare includes and the pace does not charge to the reads.
+	IdleShare float64 `json:"idle_share"`
 	// Commands is what Redis counted of each of the exporter's commands
 	// in its phase (INFO commandstats: calls and µs inside the command,
 	// socket work not included); the application's ZADDs and the
@@ -326,6 +331,10 @@ func workerChanges(o *workerOpts) error {
 			return err
 		}
 		defer client.Close()
+		idle, err := target.idleCPU(ctx, idleSpan)
+		if err != nil {
+			return err
+		}
 		c0 := target.cpu()
 		s.Start()
 		defer s.Stop()
@@ -343,7 +352,7 @@ func workerChanges(o *workerOpts) error {
 		}
 		for _, i := range idx {
 			sc := &scen[i]
-			sc.FirstRead, sc.FirstShare = first, firstShare
+			sc.FirstRead, sc.FirstShare, sc.IdleShare = first, firstShare, idle
 			w := writerFor(sc.Frac)
 			// Keys read are PTTL calls, one a key whatever reads its
 			// members (the application only writes):
