@@ -14,6 +14,7 @@ import (
 
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/commandstats"
+	"github.com/slotexporter/slot_exporter/internal/redisinfo"
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
@@ -83,8 +84,7 @@ func BenchmarkFirstPicture(b *testing.B) {
 		}
 		d := time.Since(t0)
 		info1, _ := rc.Info(ctx, "cpu").Result()
-		cpu := func(i string) float64 { return infoFloat(i, "used_cpu_sys") + infoFloat(i, "used_cpu_user") }
-		redisCPU := cpu(info1) - cpu(info0)
+		redisCPU := redisinfo.CPU(info1) - redisinfo.CPU(info0)
 		cmd1, _ := rc.Info(ctx, "commandstats").Result()
 		s.Stop()
 		f := s.fams[0]

@@ -8,12 +8,11 @@ import (
 	"context"
 	"log/slog"
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/slotexporter/slot_exporter/internal/changefeed"
 	"github.com/slotexporter/slot_exporter/internal/commandstats"
+	"github.com/slotexporter/slot_exporter/internal/redisinfo"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 )
 
@@ -65,7 +64,7 @@ func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger) {
 			p.mu.Unlock()
 			return
 		}
-		total += infoFloat(info, "used_cpu_sys") + infoFloat(info, "used_cpu_user")
+		total += redisinfo.CPU(info)
 		if haveCmd {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			info, err := n.C.Info(cctx, "commandstats").Result()
@@ -152,18 +151,3 @@ func readCommandsTime(prev, s cpuSample) float64 {
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
-
-func infoFloat(info, name string) float64 {
-	v, _ := strconv.ParseFloat(infoField(info, name), 64)
-	return v
-}
-
-// infoField returns the value of "name:value" in an INFO reply.
-func infoField(info, name string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(line, name+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}

@@ -3,9 +3,11 @@ package topology
 import (
 	"context"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/commandstats"
+	"github.com/slotexporter/slot_exporter/internal/redisinfo"
 )
 
 // Identity is what a server says of itself: its run_id, which changes
@@ -34,30 +36,13 @@ func Identify(ctx context.Context, c redis.Cmdable) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	id := Identity{RunID: infoField(s, "run_id")}
+	id := Identity{RunID: redisinfo.Field(s, "run_id")}
 	if cs, err := cmdStats.Result(); err == nil {
-		id.Flushes = calls(cs, "flushall") + calls(cs, "flushdb") + calls(cs, "swapdb")
+		st := commandstats.Parse(cs)
+		id.Flushes = st["flushall"].Calls + st["flushdb"].Calls + st["swapdb"].Calls
 	}
 	if st, err := stats.Result(); err == nil {
-		id.Commands, _ = strconv.ParseInt(infoField(st, "total_commands_processed"), 10, 64)
+		id.Commands, _ = strconv.ParseInt(redisinfo.Field(st, "total_commands_processed"), 10, 64)
 	}
 	return id, nil
-}
-
-// infoField returns the value of "name:value" in an INFO reply.
-func infoField(info, name string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(line, name+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-// calls reads "cmdstat_<cmd>:calls=N,..." from INFO commandstats.
-func calls(info, cmd string) int64 {
-	v := infoField(info, "cmdstat_"+cmd)
-	v, _, _ = strings.Cut(strings.TrimPrefix(v, "calls="), ",")
-	n, _ := strconv.ParseInt(v, 10, 64)
-	return n
 }

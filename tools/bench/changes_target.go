@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/redisinfo"
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
 )
 
@@ -172,16 +173,7 @@ func (t *redisTarget) idleCPU(ctx context.Context, span time.Duration) (float64,
 			if err != nil {
 				return 0, err
 			}
-			for _, line := range strings.Split(info, "\n") {
-				k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-				if k == "used_cpu_sys" || k == "used_cpu_user" {
-					f, err := strconv.ParseFloat(v, 64)
-					if err != nil {
-						return 0, fmt.Errorf("INFO cpu %s: %w", k, err)
-					}
-					total += f
-				}
-			}
+			total += redisinfo.CPU(info)
 		}
 		return total, nil
 	}
