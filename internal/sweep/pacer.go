@@ -71,8 +71,8 @@ type cpuPacer struct {
 	haveBaseline bool
 	last         cpuSample
 	haveLast     bool
-	// lastQuiet is when the baseline was last measured; quiet is set
-	// while the reads are held for it.
+	// lastQuiet is when the last second that measured the baseline
+	// began; quiet is set while the reads are held for it.
 	lastQuiet time.Time
 	quiet     bool
 	// holding is set by a hold and cleared by a second in which nobody
@@ -91,8 +91,11 @@ type cpuPacer struct {
 	// last.
 	floorRatio, lastFloor float64
 	warned                bool
-	cancel                context.CancelFunc
-	done                  chan struct{}
+	// known takes the first nodes' arrival: their first sample is taken
+	// at once.
+	known  chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // What Redis spends on invalidations. In broadcasting mode it gathers the
@@ -223,27 +226,60 @@ const holdMakeUp = float64(quietEvery) / float64(quietEvery-time.Second)
 // KeysPerSecond is the key rate the pacer allows now.
 func (p *cpuPacer) KeysPerSecond() float64 { return float64(p.limiter.Limit()) }
 
+// setNodes takes the nodes a sweep reads. The first nodes known are
+// sampled at once, before the sweep reads from them, so that the reads'
+// first second is measured (below, in start).
 func (p *cpuPacer) setNodes(nodes []topology.Node) {
 	p.mu.Lock()
+	first := len(p.nodes) == 0 && len(nodes) > 0
 	p.nodes = nodes
+	known := p.known
 	p.mu.Unlock()
+	if first && known != nil {
+		select {
+		case known <- struct{}{}:
+		default:
+		}
+	}
 }
 
-// start measures once a second until stop.
+// start measures once a second until stop, and once as soon as the nodes
+// are known. The first sample used to come a second into the first
+// sweep's reads: that second went unmeasured, the first cost came after
+// two more seconds of reads, and the prior (twice the true cost) paced
+// the first read of 1M slot sets for its first 4.5 s, which read 59k keys
+// in its first 5 s. Sampled before the reads, the first second is priced
+// as soon as the held second after it gives the baseline: the prior paces
+// one second, and the first 5 s read 92-120k keys (BenchmarkFirstPicture,
+// 1M sets, 4 runs; the first picture in 37.8-43.5 s, median 41.8, where
+// Redis's CPU a key drifted between 3.7 and 4.1 µs from run to run).
 func (p *cpuPacer) start(logger *slog.Logger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.done = cancel, make(chan struct{})
+	known := make(chan struct{}, 1)
+	p.mu.Lock()
+	p.known = known
+	if len(p.nodes) > 0 {
+		p.known <- struct{}{}
+	}
+	p.mu.Unlock()
 	go func() {
 		defer close(p.done)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
+			first := false
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			case <-known:
+				// A sample to measure the first second from, which
+				// holds nothing: the reads have not begun.
+				first = true
+				t.Reset(time.Second)
 			}
-			p.tick(ctx, logger)
+			p.tick(ctx, logger, first)
 		}
 	}()
 }
@@ -255,6 +291,11 @@ func (p *cpuPacer) stop() {
 		p.cancel = nil
 	}
 }
+
+// smoothing is the weight of a new reading in the pacer's running
+// averages (the baseline, the cost, the invalidations' share): a change
+// shows within a few readings, one reading does not swing the pace.
+const smoothing = 0.3
 
 // observe folds one sample into the baseline or the cost, and says
 // whether the cost was updated. Called with mu.
@@ -270,9 +311,8 @@ func (p *cpuPacer) observe(s cpuSample) bool {
 	if dt <= 0 || dcpu < 0 {
 		return false // a restarted server
 	}
-	const alpha = 0.3
 	if s.inv.Messages >= prev.inv.Messages && s.inv.Names >= prev.inv.Names {
-		p.invShare += alpha * (invalidationCost(prev.inv, s.inv)/dt - p.invShare)
+		p.invShare += smoothing * (invalidationCost(prev.inv, s.inv)/dt - p.invShare)
 		p.apply()
 	}
 	if p.quiet || dkeys == 0 && !prev.readers && !s.readers {
@@ -280,17 +320,21 @@ func (p *cpuPacer) observe(s cpuSample) bool {
 		// the application's, less the few keys that slipped through.
 		b := max(dcpu-p.cost*dkeys, 0) / dt
 		if p.haveBaseline {
-			b = p.baseline + alpha*(b-p.baseline)
+			b = p.baseline + smoothing*(b-p.baseline)
 		}
 		p.baseline, p.haveBaseline = b, true
-		p.lastQuiet = s.at
+		p.lastQuiet = prev.at
 		if !p.quiet && p.holding {
 			// Nobody read for a second: the reads stopped of
 			// themselves, and no hold needs making up for.
 			p.holding = false
 			p.apply()
 		}
-		return false
+		// The first baseline prices the reads before it: a first read
+		// is held in its second second, and a second of reads that
+		// stand out of the application's load is enough to end the
+		// prior's pace (below).
+		return !p.measured && p.accDt >= 1 && p.update(true)
 	}
 	if dkeys == 0 {
 		return false
@@ -306,16 +350,26 @@ func (p *cpuPacer) observe(s cpuSample) bool {
 	if p.accDt < 5 && (p.measured || p.accDt < 2) {
 		return false
 	}
+	return p.update(false)
+}
+
+// update sets the cost from what has accrued since the last update, and
+// says whether it did; onlyIfStandOut keeps what accrued when the reads
+// do not stand out of the application's load. Called with mu.
+func (p *cpuPacer) update(onlyIfStandOut bool) bool {
+	reads := max(p.accCPU-p.baseline*p.accDt, 0)
+	standOut := reads >= 4*p.baseline*p.accDt
 	updated := p.accKeys >= 100
+	if onlyIfStandOut && (!updated || !standOut) {
+		return false
+	}
 	if updated {
-		reads := max(p.accCPU-p.baseline*p.accDt, 0)
 		c := reads / p.accKeys
 		// Bounds keep one absurd reading (a snapshot fork, a stalled
 		// clock, an application burst) from stopping or unleashing the
 		// reads: the cost at most doubles per update, and stays between
 		// 0.2 µs and 1 ms a key.
 		c = min(max(c, 0.2e-6), 1e-3, 2*p.cost)
-		standOut := reads >= 4*p.baseline*p.accDt
 		if !p.measured && standOut {
 			// The first cost measured where the reads stand out of
 			// the application's load replaces the prior, which is a
@@ -327,7 +381,7 @@ func (p *cpuPacer) observe(s cpuSample) bool {
 			// the prior in one step.
 			p.cost = max(c, priorCost/4)
 		} else {
-			p.cost += alpha * (c - p.cost)
+			p.cost += smoothing * (c - p.cost)
 		}
 		p.measured = true
 		// Redis's time inside the reads' own commands is a part of
@@ -344,7 +398,7 @@ func (p *cpuPacer) observe(s cpuSample) bool {
 		if p.accFloor > 0 {
 			p.lastFloor = p.floorRatio * p.accFloor / p.accKeys
 			if standOut {
-				p.floorRatio += alpha * (min(max(reads/p.accFloor, 1), 4) - p.floorRatio)
+				p.floorRatio += smoothing * (min(max(reads/p.accFloor, 1), 4) - p.floorRatio)
 			} else {
 				p.cost = min(max(p.cost, p.lastFloor), 1e-3)
 			}
