@@ -60,9 +60,9 @@ type cpuPacer struct {
 	// cost.
 	slotReads func() redisread.SlotReads
 	cost      float64 // CPU seconds per key read
-	// measured is set by the cost's first update: until then the cost
-	// is the prior.
-	measured bool
+	// updates counts the cost's updates: until the first the cost is
+	// the prior.
+	updates  int
 	baseline float64 // CPU seconds per second without exporter reads
 	// haveBaseline is set once a second without reads has been
 	// measured: the first one is the baseline, not a fraction of it
@@ -334,7 +334,7 @@ func (p *cpuPacer) observe(s cpuSample) bool {
 		// is held in its second second, and a second of reads that
 		// stand out of the application's load is enough to end the
 		// prior's pace (below).
-		return !p.measured && p.accDt >= 1 && p.update(true)
+		return p.updates == 0 && p.accDt >= 1 && p.update(true)
 	}
 	if dkeys == 0 {
 		return false
@@ -347,7 +347,7 @@ func (p *cpuPacer) observe(s cpuSample) bool {
 	// tenth of a core from one second to the next would swamp the cost
 	// of a second's keys. The first update comes after two, so that the
 	// prior paces no longer than it must (below).
-	if p.accDt < 5 && (p.measured || p.accDt < 2) {
+	if p.accDt < 5 && (p.updates > 0 || p.accDt < 2) {
 		return false
 	}
 	return p.update(false)
@@ -370,7 +370,7 @@ func (p *cpuPacer) update(onlyIfStandOut bool) bool {
 		// reads: the cost at most doubles per update, and stays between
 		// 0.2 µs and 1 ms a key.
 		c = min(max(c, 0.2e-6), 1e-3, 2*p.cost)
-		if !p.measured && standOut {
+		if p.updates < 2 && standOut {
 			// The first cost measured where the reads stand out of
 			// the application's load replaces the prior, which is a
 			// guess on the safe side, rather than being averaged in:
@@ -378,12 +378,18 @@ func (p *cpuPacer) update(onlyIfStandOut bool) bool {
 			// 1M slot sets (4.7 µs a key) half a minute later, and
 			// Redis gave it 8.5% of a core where the share is 10%
 			// (`make bench`, 55 s). It goes no lower than a quarter of
-			// the prior in one step.
+			// the prior in one step. The second replaces the first:
+			// the first is of reads at the prior's pace, and read at
+			// half the speed a key costs Redis more (each batch wakes
+			// a Redis idle for longer). `make bench`, 1M slot sets:
+			// the first measure was 4.37 µs a key and the next 5 s at
+			// its pace cost 3.84; averaged in, the cost took 25 s to
+			// come down, and the first read took 9.1% of a core.
 			p.cost = max(c, priorCost/4)
 		} else {
 			p.cost += smoothing * (c - p.cost)
 		}
-		p.measured = true
+		p.updates++
 		// Redis's time inside the reads' own commands is a part of
 		// their cost that the application's swings do not blur: the
 		// cost is never below it, times what the whole cost was of it
