@@ -1,9 +1,11 @@
 package alerts
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -201,8 +203,18 @@ func TestRulesLint(t *testing.T) {
 	for _, e := range c.CheckRuleTests(rf, tests) {
 		t.Error(e)
 	}
-	if n := len(rf.Alerts()); n < 29 {
-		t.Errorf("only %d alerts", n)
+	// README.md counts the rules for whoever deploys them: it said 29
+	// alerts for a while after the queue frameworks had added five.
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`rules\.yml\): (\d+) alerts and (\d+) recording rules`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal(`README.md no longer says "slot_exporter.rules.yml): N alerts and M recording rules"`)
+	}
+	if got := fmt.Sprintf("%s alerts and %s recording rules", m[1], m[2]); got != fmt.Sprintf("%d alerts and %d recording rules", len(rf.Alerts()), len(rf.Records())) {
+		t.Errorf("README.md says %s; the rule file has %d and %d", got, len(rf.Alerts()), len(rf.Records()))
 	}
 }
 

@@ -119,7 +119,7 @@ func TestParseRuleFileIsStrict(t *testing.T) {
 	}
 }
 
-const runbook = "# Runbook\n\n## How it works\n\n```sh\n# SlotB\n```\n\n## SlotA\n\ntext\n\n## SlotA\n"
+const runbook = "# Runbook\n\n## How it works\n\nCritical: SlotA. Info:\nSlotC. Everything else is a warning.\n\n```sh\n# SlotB\n```\n\n## SlotA\n\ntext\n\n## SlotA\n\n## SlotC\n"
 
 func TestGitHubAnchors(t *testing.T) {
 	for h, want := range map[string]string{
@@ -159,6 +159,14 @@ func TestCheckRuleFile(t *testing.T) {
           summary: "{{ $labels.user }} in {{ $labels.family }}"
           description: d
           runbook_url: ` + RunbookBase + `#slota
+      - alert: SlotC
+        expr: slot_exporter_user_series_dropped > 0
+        for: 5m
+        labels: {severity: info}
+        annotations:
+          summary: "{{ $labels.family }} drops series"
+          description: d
+          runbook_url: ` + RunbookBase + `#slotc
 `
 	rf, c := mustChecker(t, good)
 	if errs := c.CheckRuleFile(rf, []byte(runbook)); len(errs) > 0 {
@@ -169,6 +177,9 @@ func TestCheckRuleFile(t *testing.T) {
 		{"for: 5m", "for: soon", "for:"},
 		{"for: 5m", "for: 90s", "shorter than 2m"},
 		{"#slota", "#slot-a", "runbook_url"},
+		// The runbook's severity list names a critical alert that is not.
+		{"labels: {severity: critical}", "labels: {severity: warning}", "docs/runbook.md lists as critical SlotA; the rule file has none"},
+		{"labels: {severity: info}", "labels: {severity: critical}", "lists as critical SlotA; the rule file has SlotA, SlotC"},
 		{"SlotA", "SlotB", "no section headed"},
 		{"{{ $labels.user }} in ", "", "do not name it"},
 		{"slot_user_floor_seconds > on (instance, job, family) group_left () slot_family_floor_window_seconds", "slot_users_floor_nonzero > 0", "does not carry user"},

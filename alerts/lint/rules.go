@@ -143,6 +143,7 @@ func (c *Checker) CheckRuleFile(rf *RuleFile, runbook []byte) []error {
 			}
 		}
 	}
+	errs = append(errs, checkRunbookSeverities(rf, runbook)...)
 	return errs
 }
 

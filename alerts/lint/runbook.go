@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -59,4 +61,41 @@ func RunbookAnchors(md []byte) map[string]string {
 		out[a] = h
 	}
 	return out
+}
+
+// severityListRE finds the runbook's list of the alerts that are not
+// warnings: "Critical: A, B. Info: C. Everything else is a warning."
+// Whoever sets up on-call routing from it must not read a paging alert as a
+// ticket, and it went stale once when two critical alerts were added.
+var severityListRE = regexp.MustCompile(`\nCritical:\s+([^.]*)\.\s+Info:\s+([^.]*)\.\s+Everything else is a warning\.`)
+
+// checkRunbookSeverities checks that the runbook's severity list names
+// exactly the critical and info alerts of rf.
+func checkRunbookSeverities(rf *RuleFile, runbook []byte) []error {
+	m := severityListRE.FindSubmatch(runbook)
+	if m == nil {
+		return []error{fmt.Errorf(`docs/runbook.md has no list "Critical: ... Info: ... Everything else is a warning."`)}
+	}
+	var errs []error
+	for i, sev := range []string{"critical", "info"} {
+		var listed, want []string
+		for _, name := range strings.Split(string(m[i+1]), ",") {
+			listed = append(listed, strings.TrimSpace(name))
+		}
+		for _, a := range rf.Alerts() {
+			if a.Labels["severity"] == sev {
+				want = append(want, a.Alert)
+			}
+		}
+		slices.Sort(listed)
+		slices.Sort(want)
+		if !slices.Equal(listed, want) {
+			has := strings.Join(want, ", ")
+			if has == "" {
+				has = "none"
+			}
+			errs = append(errs, fmt.Errorf("docs/runbook.md lists as %s %s; the rule file has %s", sev, strings.Join(listed, ", "), has))
+		}
+	}
+	return errs
 }
