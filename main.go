@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app.Terminate(func(code int) { exited, exitCode = true, code })
 	configGiven, shardGiven := false, false
 	// The exporter is the default command: no command runs it as before.
-	serveCmd := app.Command("serve", "Run the exporter (the default).").Default()
+	serveCmd := app.Command("serve", "Run the exporter (the default). `slot_exporter help serve` lists its flags, with --family among them.").Default()
 	var (
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		configFile  = app.Flag("config.file", "slot_exporter configuration file (also "+configEnv+"). Without one, REDIS_ADDR and --family are the whole configuration.").Default(defaultConfigFile).IsSetByUser(&configGiven).String()

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"net"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +43,46 @@ func TestHelpAndVersionOnStdout(t *testing.T) {
 	code, _, errs = runOnce(t, "--no-such-flag")
 	if code != 2 || !strings.Contains(errs, "no-such-flag") {
 		t.Errorf("a bad flag: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestHelpListsREADMEFlags: README's flag table and `slot_exporter help
+// serve` list the same flags. A newcomer found --family in the table but
+// not in --help, which lists the app's flags and not the default command's.
+func TestHelpListsREADMEFlags(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `--([a-z][a-z.-]*)` \\|").FindAllSubmatch(readme, -1) {
+		table[string(m[1])] = true
+	}
+	code, out, errs := runOnce(t, "help", "serve")
+	if code != 0 || errs != "" {
+		t.Fatalf("help serve: exit %d, stderr %q", code, errs)
+	}
+	help := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^  (?:-\w, |    )--(?:\[no-\])?([a-z][a-z.-]*)`).FindAllStringSubmatch(out, -1) {
+		if m[1] != "help" {
+			help[m[1]] = true
+		}
+	}
+	if len(table) < 10 || len(help) < 10 {
+		t.Fatalf("README's table has %d flags and help serve %d: the patterns no longer match", len(table), len(help))
+	}
+	for f := range help {
+		if !table[f] {
+			t.Errorf("--%s is in help serve but not in README's flag table", f)
+		}
+	}
+	for f := range table {
+		if !help[f] {
+			t.Errorf("--%s is in README's flag table but not in help serve:\n%s", f, out)
+		}
+	}
+	if _, out, _ := runOnce(t, "--help"); !strings.Contains(out, "help serve") {
+		t.Errorf("--help does not say where --family is listed:\n%s", out)
 	}
 }
 
