@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -151,4 +152,10 @@ func (d *Run) Stop() {
 		_ = d.client.Close()
 	}
 	d.mr.Close()
+	// The folder holds the demo's passwords and its audit file, which
+	// mean nothing once the embedded Redis is gone: kept, every demo run
+	// (and every test that starts one) left a folder in the temp dir.
+	if d.Release != nil {
+		_ = os.RemoveAll(d.Release.Dir)
+	}
 }

@@ -3,10 +3,13 @@ package browser
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -46,10 +49,13 @@ func TestBrowserDemoRelease(t *testing.T) {
 	for _, kv := range os.Environ() {
 		switch k, _, _ := strings.Cut(kv, "="); k {
 		case "REDIS_ADDR", "REDIS_USER", "REDIS_PASSWORD", "REDIS_PASSWORD_FILE", "SLOT_EXPORTER_CONFIG":
+		case "TMPDIR":
 		default:
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	// A demo killed by a failing test leaves its folder under the test's.
+	cmd.Env = append(cmd.Env, "TMPDIR="+t.TempDir())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +163,17 @@ func TestBrowserDemoRelease(t *testing.T) {
 	}
 	if !preview || !released {
 		t.Errorf("audit file %s: preview line %v, release line %v; want both, by %s", audit, preview, released, user)
+	}
+	// Stopped as a person stops it, the demo takes its folder (the
+	// passwords, the audit file) with it.
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the demo, interrupted: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(audit)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the demo's folder %s is still there after it stopped (%v)", filepath.Dir(audit), err)
 	}
 }
 
