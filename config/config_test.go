@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -313,6 +314,99 @@ func TestExamplesLoad(t *testing.T) {
 				t.Errorf("Validate after Load(%s): %v", f, err)
 			}
 		})
+	}
+}
+
+// TestFamilyFlagValues: a --family field's value is a YAML scalar where it
+// is one, and the text given where YAML would read it as something else.
+func TestFamilyFlagValues(t *testing.T) {
+	for _, tc := range []struct {
+		val  string
+		want any
+	}{
+		{"3", 3},
+		{"90s", "90s"},
+		{"true", true},
+		{`"quoted"`, "quoted"},
+		{"[a-z]+:(.*)", "[a-z]+:(.*)"},
+		{"&x (.*)", "&x (.*)"},
+		{"*alias", "*alias"},
+		{"{a: b}", "{a: b}"},
+		{"~", "~"},
+		{"", ""},
+	} {
+		f, err := ParseFamilyFlag("s=counter:c:*,user=" + tc.val)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.val, err)
+		}
+		if got := f["user"]; got != tc.want {
+			t.Errorf("user=%s: %#v, want %#v", tc.val, got, tc.want)
+		}
+	}
+	if _, err := ParseFamilyFlag("s=counter:c:*,user=^c:([a-z]{1,3})$"); err == nil || !strings.Contains(err.Error(), `"3})$" is not field=value (a value cannot hold a comma`) {
+		t.Errorf("a comma in a value: %v", err)
+	}
+}
+
+// TestFamilyFlagFrameworks: a queue framework's --family takes its prefix
+// where the other kinds take a pattern, and a queue per queues=NAME.
+func TestFamilyFlagFrameworks(t *testing.T) {
+	for _, tc := range []struct {
+		flag, prefix string
+		queues       []string
+		err          string
+	}{
+		{flag: "b=bullmq", prefix: "bull"},
+		{flag: "b=bullmq:", prefix: "bull"},
+		{flag: "b=bullmq,", err: `--family "b=bullmq,": "" is not field=value`},
+		{flag: "b=bullmq:myapp,queues=mail,queues=sms", prefix: "myapp", queues: []string{"mail", "sms"}},
+		{flag: "q=sidekiq"},
+		{flag: "q=sidekiq:app,max_wait=1m", prefix: "app"},
+		{flag: "r=rq,queues=default", prefix: "rq", queues: []string{"default"}},
+		{flag: "c=celery"},
+		{flag: "c=celery:x", err: `--family "c=celery:x".prefix: not used by kind celery`},
+		{flag: "b=bullmq:a,prefix=b", err: `--family "b=bullmq:a,prefix=b": prefix is given by name=kind:prefix`},
+		{flag: "b=bullmq,match=x", err: `--family "b=bullmq,match=x": match is given by name=kind:pattern`},
+		{flag: "b=bullmq,limit=3", err: `--family "b=bullmq,limit=3".limit: not used by kind bullmq`},
+		{flag: "s=slotset,limit=3", err: `--family "s=slotset,limit=3": want name=kind:pattern`},
+		{flag: "s=bucket", err: `--family "s=bucket": unknown kind "bucket"`},
+	} {
+		c, err := ParseWith(nil, Overrides{Addr: "h:1", Families: []string{tc.flag}})
+		if tc.err != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.flag, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.flag, err)
+			continue
+		}
+		f := c.Families[0]
+		if f.Prefix != tc.prefix || !slices.Equal(f.Queues, tc.queues) {
+			t.Errorf("%s: prefix %q, queues %q; want %q, %q", tc.flag, f.Prefix, f.Queues, tc.prefix, tc.queues)
+		}
+	}
+}
+
+// TestEnvironmentNamedInErrors: an error about a redis field that an
+// environment variable set names the variable, not the config file.
+func TestEnvironmentNamedInErrors(t *testing.T) {
+	fam := []string{"s=counter:c:*"}
+	for _, tc := range []struct {
+		o    Overrides
+		file string
+		want string
+	}{
+		{Overrides{Addr: "redis://:pw@h:1", Families: fam}, "", "REDIS_ADDR: passwords are not accepted here; put it in a file named by redis.password_file"},
+		{Overrides{Addr: "http://h:1", Families: fam}, "", `REDIS_ADDR: unsupported URL scheme "http"`},
+		// From the file, the file is named.
+		{Overrides{Families: fam}, "redis: {addr: 'redis://:pw@h:1'}\n", "redis.addr: passwords are not accepted in the config file"},
+	} {
+		_, err := ParseWith([]byte(tc.file), tc.o)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%+v over %q: %v, want %q", tc.o, tc.file, err, tc.want)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -51,6 +52,21 @@ func FuzzParse(f *testing.F) {
 		// Deterministic: the same bytes give the same verdict.
 		if _, err := Parse(b); err != nil {
 			t.Fatalf("second Parse failed: %v", err)
+		}
+	})
+}
+
+// FuzzFamilyFlag: any --family value gives a config or an error that names
+// the flag, and never a panic (a framework kind's "b=bullmq:" once indexed
+// past its fields).
+func FuzzFamilyFlag(f *testing.F) {
+	for _, v := range []string{"s=slotset:a:*,limit=3", "b=bullmq", "b=bullmq:", "b=bullmq:p,queues=a,queues=b", "c=celery,", "s=slotset:", "=", ":", ",", "s=,", "s=slotset:a:*,user=[a-z]+:(.*)"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		_, err := ParseWith(nil, Overrides{Addr: "h:1", Families: []string{v}})
+		if err != nil && !strings.Contains(err.Error(), "--family") {
+			t.Fatalf("%q: the error does not name the flag: %v", v, err)
 		}
 	})
 }

@@ -40,48 +40,96 @@ var FamilyDefaults = map[Kind][]string{
 	KindStream:    {"max_hold=5m"},
 }
 
-const familyForm = "want name=kind:pattern[,field=value...], e.g. 'streams=slotset:joishi:streams:*,limit=3'"
+const familyForm = "want name=kind:pattern[,field=value...], e.g. 'streams=slotset:joishi:streams:*,limit=3', or for a queue framework name=kind[:prefix][,field=value...], e.g. 'jobs=bullmq:bull,queues=mail'"
 
 var fieldName = regexp.MustCompile(`^[a-z_]+$`)
 
-// ParseFamilyFlag turns one --family value into a family's fields.
+// ParseFamilyFlag turns one --family value into a family's fields. A queue
+// framework's kind finds its keys under its prefix and takes no pattern:
+// what follows its colon, if anything, is the prefix, and each
+// queues=NAME adds a queue to its list.
 func ParseFamilyFlag(v string) (map[string]any, error) {
 	name, rest, ok := strings.Cut(v, "=")
-	kind, rest, ok2 := strings.Cut(rest, ":")
-	if !ok || !ok2 || strings.TrimSpace(name) == "" {
+	if !ok || strings.TrimSpace(name) == "" {
 		return nil, fmt.Errorf("--family %q: %s", v, familyForm)
 	}
+	kind, after, sep := rest, "", byte(0)
+	if i := strings.IndexAny(rest, ":,"); i >= 0 {
+		kind, sep, after = rest[:i], rest[i], rest[i+1:]
+	}
 	k := Kind(kind)
+	if kind == "" {
+		return nil, fmt.Errorf("--family %q: %s", v, familyForm)
+	}
 	if !slices.Contains(Kinds, k) {
 		return nil, fmt.Errorf("--family %q: unknown kind %q (%s)", v, kind, kindList())
 	}
-	parts := strings.Split(rest, ",")
-	if parts[0] == "" {
-		return nil, fmt.Errorf("--family %q: no key pattern after %q; %s", v, kind+":", familyForm)
+	f := map[string]any{"name": name, "kind": kind}
+	var opts []string
+	switch {
+	case k.Framework():
+		opts = strings.Split(after, ",")
+		if sep == ':' && opts[0] != "" {
+			f["prefix"] = opts[0]
+		}
+		if sep != ',' {
+			opts = opts[1:]
+		}
+	case sep != ':':
+		return nil, fmt.Errorf("--family %q: %s", v, familyForm)
+	default:
+		opts = strings.Split(after, ",")
+		if opts[0] == "" {
+			return nil, fmt.Errorf("--family %q: no key pattern after %q; %s", v, kind+":", familyForm)
+		}
+		f["match"], opts = opts[0], opts[1:]
 	}
-	f := map[string]any{"name": name, "kind": kind, "match": parts[0]}
 	set := func(opts []string, given bool) error {
 		for _, o := range opts {
 			key, val, ok := strings.Cut(o, "=")
 			if !ok || !fieldName.MatchString(key) {
-				return fmt.Errorf("--family %q: %q is not field=value", v, o)
+				return fmt.Errorf("--family %q: %q is not field=value (a value cannot hold a comma: give such a family in the config file)", v, o)
 			}
 			if given && (key == "name" || key == "kind" || key == "match") {
 				return fmt.Errorf("--family %q: %s is given by name=kind:pattern", v, key)
 			}
-			var x any
-			if err := yaml.Unmarshal([]byte(val), &x); err != nil || x == nil {
-				x = val
+			if given && key == "prefix" && f["prefix"] != nil {
+				return fmt.Errorf("--family %q: prefix is given by name=kind:prefix", v)
 			}
-			f[key] = x
+			if key == "queues" {
+				qs, _ := f[key].([]any)
+				f[key] = append(qs, flagValue(val))
+				continue
+			}
+			f[key] = flagValue(val)
 		}
 		return nil
 	}
 	_ = set(FamilyDefaults[k], false)
-	if err := set(parts[1:], true); err != nil {
+	if err := set(opts, true); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// flagValue is a --family field's value: a YAML scalar (3, 90s, true, a
+// quoted string) as the config file would read it, and anything else as
+// the text given. Read as a whole YAML document, the regexp user=[a-z]+:(.*)
+// was a list, and user=&x (.*) lost its "&x " to an anchor without a word.
+func flagValue(val string) any {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(val), &doc); err != nil || len(doc.Content) != 1 {
+		return val
+	}
+	n := doc.Content[0]
+	if n.Kind != yaml.ScalarNode || n.Anchor != "" || n.Tag == "!!null" {
+		return val
+	}
+	var x any
+	if err := n.Decode(&x); err != nil {
+		return val
+	}
+	return x
 }
 
 // apply writes o into the config text b (empty: no file).
@@ -165,7 +213,26 @@ func parseWith(b []byte, dir string, o Overrides) (*Config, error) {
 	if err != nil && strings.HasPrefix(err.Error(), "redis.addr: required") && o.Addr == "" {
 		err = fmt.Errorf("%w (set REDIS_ADDR)", err)
 	}
+	if err != nil {
+		err = o.nameEnv(err)
+	}
 	return c, err
+}
+
+// nameEnv names the environment variable an error about a redis field
+// came from: "redis.addr: passwords are not accepted in the config file"
+// sent the person who set REDIS_ADDR looking for a file.
+func (o Overrides) nameEnv(err error) error {
+	for _, e := range []struct{ field, env, value string }{
+		{"redis.addr", "REDIS_ADDR", o.Addr},
+		{"redis.username", "REDIS_USER", o.Username},
+		{"redis.password_file", "REDIS_PASSWORD_FILE", o.PasswordFile},
+	} {
+		if rest, ok := strings.CutPrefix(err.Error(), e.field+": "); ok && e.value != "" {
+			return fmt.Errorf("%s: %s", e.env, strings.Replace(rest, "in the config file", "here", 1))
+		}
+	}
+	return err
 }
 
 // NoConfigHint says the ways to give a configuration.
