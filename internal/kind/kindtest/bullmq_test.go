@@ -92,7 +92,9 @@ func TestBullMQLayout(t *testing.T) {
 	exportertest.Must(t, err)
 
 	s := newSteps(t, rc, h)
+	exportertest.Must(t, rc.ConfigResetStat(ctx).Err())
 	s.sweep()
+	checkReads(t, rc, "bullmq", []string{"get", "hmget", "lindex", "llen", "lrange", "zcard", "zcount"})
 	m := h.Metrics()
 	jobs := func(fam, state string) string {
 		return fmt.Sprintf(`slot_jobs{family=%q,state=%q}`, fam, state)

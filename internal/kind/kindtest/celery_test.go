@@ -60,7 +60,9 @@ func TestCeleryLayout(t *testing.T) {
 	exportertest.Must(t, err)
 
 	s := newSteps(t, rc, h)
+	exportertest.Must(t, rc.ConfigResetStat(ctx).Err())
 	s.sweep()
+	checkReads(t, rc, "celery", []string{"hmget", "lindex", "llen", "smembers", "zrange"})
 	m := h.Metrics()
 	jobs := func(state string) string { return fmt.Sprintf(`slot_jobs{family="tasks",state=%q}`, state) }
 	queue := func(q, state string) string {

@@ -70,27 +70,36 @@ func TestCommandsPerKind(t *testing.T) {
 		if v := h.Metrics()[`slot_exporter_sweep_errors_total{family=`+strconv.Quote(familyName(c.family))+`}`]; v != 0 {
 			t.Fatalf("%s: sweep errors %v", familyName(c.family), v)
 		}
-		st, err := redisproc.CommandStats(ctx, rc)
-		exportertest.Must(t, err)
-		var all, own []string
-		for cmd := range st {
-			all = append(all, cmd)
-			if !slices.Contains(sweepCommands, cmd) || slices.Contains(c.want, cmd) {
-				own = append(own, cmd)
-			}
-		}
+		st := checkReads(t, rc, familyName(c.family), c.want)
 		// The sweep reads TIME once; PTTLs count from it.
-		wantTime := int64(1)
-		if n := st["time"].Calls; n != wantTime {
-			t.Errorf("%s: %d TIME calls, want %d", familyName(c.family), n, wantTime)
+		if n := st["time"].Calls; n != 1 {
+			t.Errorf("%s: %d TIME calls, want 1", familyName(c.family), n)
 		}
-		slices.Sort(all)
-		slices.Sort(own)
-		if !slices.Equal(own, c.want) {
-			t.Errorf("%s reads with %v, want %v", familyName(c.family), own, c.want)
-		}
-		t.Logf("%s: a sweep sent %v", familyName(c.family), all)
 	}
+}
+
+// checkReads checks that the sweeps since CONFIG RESETSTAT sent, beyond
+// every sweep's own commands, exactly want: what a family of the kind
+// reads with, the list its minimal ACL (README, "Redis permissions") is
+// made of. It returns the command stats.
+func checkReads(t *testing.T, rc *redis.Client, family string, want []string) map[string]redisproc.CommandStat {
+	t.Helper()
+	st, err := redisproc.CommandStats(context.Background(), rc)
+	exportertest.Must(t, err)
+	var all, own []string
+	for cmd := range st {
+		all = append(all, cmd)
+		if !slices.Contains(sweepCommands, cmd) || slices.Contains(want, cmd) {
+			own = append(own, cmd)
+		}
+	}
+	slices.Sort(all)
+	slices.Sort(own)
+	if !slices.Equal(own, want) {
+		t.Errorf("%s reads with %v, want %v", family, own, want)
+	}
+	t.Logf("%s: the sweeps sent %v", family, all)
+	return st
 }
 
 func familyName(yaml string) string {

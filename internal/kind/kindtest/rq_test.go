@@ -56,7 +56,9 @@ func TestRQLayout(t *testing.T) {
 	exportertest.Must(t, err)
 
 	s := newSteps(t, rc, h)
+	exportertest.Must(t, rc.ConfigResetStat(ctx).Err())
 	s.sweep()
+	checkReads(t, rc, "rq", []string{"exists", "hget", "hmget", "lindex", "llen", "smembers", "zcard", "zcount", "zrange"})
 	m := h.Metrics()
 	jobs := func(fam, state string) string { return fmt.Sprintf(`slot_jobs{family=%q,state=%q}`, fam, state) }
 	exportertest.Expect(t, m, map[string]float64{

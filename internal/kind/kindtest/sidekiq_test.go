@@ -55,7 +55,9 @@ func TestSidekiqLayout(t *testing.T) {
 	exportertest.Must(t, err)
 
 	s := newSteps(t, rc, h)
+	exportertest.Must(t, rc.ConfigResetStat(ctx).Err())
 	s.sweep()
+	checkReads(t, rc, "sidekiq", []string{"hget", "hgetall", "lindex", "llen", "smembers", "zcard", "zcount", "zrange"})
 	m := h.Metrics()
 	jobs := func(state string) string { return fmt.Sprintf(`slot_jobs{family="sk",state=%q}`, state) }
 	exportertest.Expect(t, m, map[string]float64{
