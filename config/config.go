@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -250,13 +251,41 @@ func parse(b []byte, dir string) (*Config, error) {
 	return c, nil
 }
 
+// MaxUserBytes bounds a user id. Whoever can write one key under a
+// family's pattern chooses its user: a key of 5 MB made a 5 MB user label,
+// two series of it a 10 MB /metrics page that a scrape's label limit
+// refuses whole, and 50 parallel scrapes took the exporter from 80 to 853
+// MB. A longer id is no user (bad_user).
+const MaxUserBytes = 1024
+
 // UserOf returns the user a key belongs to, or false when the key does not
 // yield one (the sweeper counts it as skipped, reason bad_user).
 //
-// The user is the first capture group of UserRegexp; an empty capture is no
-// user. A Family built in code without UserRegexp gets it derived on each
-// call (slow; Parse fills it in, with the fast path for the common shapes).
+// The user is the first capture group of UserRegexp; an empty capture, or
+// one longer than MaxUserBytes, is no user.
 func (f *Family) UserOf(key string) (string, bool) {
+	u, ok := f.userOf(key)
+	if !ok || len(u) > MaxUserBytes {
+		return "", false
+	}
+	return u, true
+}
+
+// LiteralKey is the one key a match without glob characters names (RQ's
+// rq:queues, Sidekiq's queues): the sweep reads it by name. A SCAN for it
+// walked the whole keyspace every sweep, 40 keys a call under the pace,
+// to find one key.
+func (f *Family) LiteralKey() (string, bool) {
+	if f.Match == "" || strings.ContainsAny(f.Match, `*?[\`) {
+		return "", false
+	}
+	return f.Match, true
+}
+
+// userOf is UserOf without the bound. A Family built in code without
+// UserRegexp gets it derived on each call (slow; Parse fills it in, with
+// the fast path for the common shapes).
+func (f *Family) userOf(key string) (string, bool) {
 	re := f.UserRegexp
 	if re == nil {
 		var err error

@@ -389,6 +389,16 @@ func TestFamilyFlagFrameworks(t *testing.T) {
 	}
 }
 
+// TestLiteralKey: a match without glob characters names one key.
+func TestLiteralKey(t *testing.T) {
+	for match, want := range map[string]bool{"rq:queues": true, "queues": true, "a:*": false, "a?": false, "a[bc]": false, `a\*`: false, "": false} {
+		f := Family{Match: match}
+		if k, ok := f.LiteralKey(); ok != want || ok && k != match {
+			t.Errorf("LiteralKey of %q: %q, %v; want %v", match, k, ok, want)
+		}
+	}
+}
+
 // TestEnvironmentNamedInErrors: an error about a redis field that an
 // environment variable set names the variable, not the config file.
 func TestEnvironmentNamedInErrors(t *testing.T) {
@@ -553,6 +563,11 @@ func TestUserOf(t *testing.T) {
 		{"joishi:streams:*", `^joishi:streams:\{?([^}]+)\}?$`, "joishi:other:u1", ""},
 		{"*", `streams:(\w+)`, "x:streams:u1:y", "u1"}, // not anchored
 		{"*", `(a)?b`, "b", ""}, // group did not take part
+
+		// A user id of at most MaxUserBytes, by either path.
+		{"joishi:streams:*", "", "joishi:streams:" + strings.Repeat("u", MaxUserBytes), strings.Repeat("u", MaxUserBytes)},
+		{"joishi:streams:*", "", "joishi:streams:" + strings.Repeat("u", MaxUserBytes+1), ""},
+		{"joishi:streams:*", `^joishi:streams:(.+)$`, "joishi:streams:" + strings.Repeat("u", MaxUserBytes+1), ""},
 	} {
 		f := &Family{Name: "f", Kind: KindCounter, Match: tc.match, User: tc.user, Limit: 1}
 		re, err := validateFamily(f, "families[0]", present{"limit": true})

@@ -142,6 +142,13 @@ func (f *family) begin(ctx context.Context) (*sweepRun, []topology.Node, error) 
 	// Before Begin: a kind that holds keys to replay them reads what it
 	// needs of each (their expiry) only then.
 	f.planChanges(ctx, run, nodes)
+	if key, ok := f.cfg.LiteralKey(); ok && run.changed == nil {
+		// One key, named: read it where it lives, and SCAN nothing.
+		for _, pos := range run.progress {
+			pos.Done = true
+		}
+		run.volatile = []string{key}
+	}
 	run.reads = st.tracker.Begin(&run.Sweep)
 	run.plan = &redisread.Plan{Match: f.cfg.Match, ScanCount: int64(f.sampling.ScanCount), Budget: st.budget,
 		Reads: run.reads, Shard: f.s.shard, First: st.lastSuccess.IsZero()}

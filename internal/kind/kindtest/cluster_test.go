@@ -33,6 +33,8 @@ const clusterFamilies = `
     kind: stream
     match: "c:s:*"
     max_hold: 5m
+  - name: rq
+    kind: rq
 `
 
 // TestClusterEveryKind: in a cluster of three masters every kind reads
@@ -65,6 +67,9 @@ func TestClusterEveryKind(t *testing.T) {
 		exportertest.Must(t, cc.XAdd(ctx, &redis.XAddArgs{Stream: "c:s:" + u, Values: []string{"f", "v"}}).Err())
 		exportertest.Must(t, cc.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c", Streams: []string{"c:s:" + u, ">"}, Count: 1, Block: -1}).Err())
 	}
+	// RQ's queues are named in one key, which lives on one master.
+	exportertest.Must(t, cc.SAdd(ctx, "rq:queues", "rq:queue:default").Err())
+	exportertest.Must(t, cc.RPush(ctx, "rq:queue:default", "j1", "j2").Err())
 	for _, m := range cl.Masters() {
 		exportertest.Must(t, cl.NodeClient(m).ConfigResetStat(ctx).Err())
 	}
@@ -91,6 +96,9 @@ func TestClusterEveryKind(t *testing.T) {
 		`slot_exporter_sweep_errors_total{family="events"}`:                       0,
 		`slot_exporter_sweep_errors_total{family="jobs_lock"}`:                    0,
 		`slot_exporter_keys_skipped_total{family="api_rate",reason="wrong_type"}`: 0,
+		`slot_exporter_keys_scanned_total{family="rq"}`:                           1,
+		`slot_exporter_sweep_errors_total{family="rq"}`:                           0,
+		`slot_jobs{family="rq",state="waiting"}`:                                  2,
 	})
 	// Each kind's own reads reached every master.
 	for _, m := range cl.Masters() {

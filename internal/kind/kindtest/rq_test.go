@@ -58,7 +58,10 @@ func TestRQLayout(t *testing.T) {
 	s := newSteps(t, rc, h)
 	exportertest.Must(t, rc.ConfigResetStat(ctx).Err())
 	s.sweep()
-	checkReads(t, rc, "rq", []string{"exists", "hget", "hmget", "lindex", "llen", "smembers", "zcard", "zcount", "zrange"})
+	// Its queues are in one key: read by name, with no SCAN of the keyspace.
+	if st := checkReads(t, rc, "rq", []string{"exists", "hget", "hmget", "lindex", "llen", "smembers", "zcard", "zcount", "zrange"}); st["scan"].Calls != 0 {
+		t.Errorf("rq: %d SCANs to find one key", st["scan"].Calls)
+	}
 	m := h.Metrics()
 	jobs := func(fam, state string) string { return fmt.Sprintf(`slot_jobs{family=%q,state=%q}`, fam, state) }
 	exportertest.Expect(t, m, map[string]float64{
