@@ -1,6 +1,7 @@
 package kind
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -194,8 +195,20 @@ func (t *stream) UserExtra(v track.UserView) []snapshot.Value {
 		}
 		out = append(out, gauge(snapshot.StreamOldest, a.seconds, labelValue(a.group)))
 	}
+	if len(out) > maxGroupSeries {
+		// The oldest, in group order.
+		slices.SortStableFunc(out, func(a, b snapshot.Value) int { return cmp.Compare(b.V, a.V) })
+		out = out[:maxGroupSeries]
+		slices.SortFunc(out, func(a, b snapshot.Value) int { return strings.Compare(a.Labels[0], b.Labels[0]) })
+	}
 	return out
 }
+
+// maxGroupSeries bounds a user's slot_stream_oldest_pending_seconds
+// series: the per-user series cap counts users, and one stream with 3,000
+// groups made 3,000 series of one user. The oldest are kept; every group
+// still counts in the family's totals.
+const maxGroupSeries = 20
 
 // labelValue escapes what a label value cannot hold (bytes that are not
 // UTF-8) as collector.UserLabel does for users: invalid bytes become \xNN

@@ -206,3 +206,43 @@ func TestStreamScenario(t *testing.T) {
 	absent(t, mc, oldest("busy"))
 	t.Logf("/metrics excerpt:\n%s", excerpt(t, h, "events"))
 }
+
+// TestStreamGroupSeriesCapped: one user's stream with 30 groups, each
+// with its oldest pending entry a second apart, gets the 20 oldest
+// groups' series; every group still counts in the totals.
+func TestStreamGroupSeriesCapped(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	h := exportertest.New(t, rc, config(srv.Addr, "1s", 100, streamFamily))
+	const groups = 30
+	for i := range groups {
+		// IDs written by hand: entry i is from second i+1 of 1970.
+		exportertest.Must(t, rc.XAdd(ctx, &redis.XAddArgs{Stream: "t:s:many", ID: fmt.Sprintf("%d-0", (i+1)*1000), Values: []string{"n", strconv.Itoa(i)}}).Err())
+	}
+	for i := range groups {
+		// Group i starts after entry i-1, so its oldest pending entry is
+		// entry i: the lower i, the older.
+		exportertest.Must(t, rc.XGroupCreate(ctx, "t:s:many", fmt.Sprintf("g%02d", i), fmt.Sprintf("%d-0", i*1000)).Err())
+		exportertest.Must(t, rc.XReadGroup(ctx, &redis.XReadGroupArgs{Group: fmt.Sprintf("g%02d", i), Consumer: "c", Streams: []string{"t:s:many", ">"}, Count: 1, Block: -1}).Err())
+	}
+	h.Sweep()
+	m := h.Metrics()
+	var got []string
+	for name := range m {
+		if strings.HasPrefix(name, "slot_stream_oldest_pending_seconds{") {
+			got = append(got, name)
+		}
+	}
+	if len(got) != 20 {
+		t.Fatalf("%d group series, want 20: %v", len(got), got)
+	}
+	for i := range groups {
+		name := fmt.Sprintf(`slot_stream_oldest_pending_seconds{family="events",group="g%02d",user="many"}`, i)
+		if _, ok := m[name]; ok != (i < 20) {
+			t.Errorf("%s: present %v, want %v", name, ok, i < 20)
+		}
+	}
+	exportertest.Expect(t, m, map[string]float64{`slot_stream_pending{family="events"}`: groups})
+}
