@@ -333,20 +333,36 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 	case redisread.Gone:
 		return
 	case redisread.Skipped:
-		st.skipped[kr.Skip]++
+		f.skip(kr.Skip, kr.Key)
 		return
 	}
 	user, ok := f.cfg.UserOf(kr.Key)
 	if !ok {
-		st.skipped[redisread.SkipBadUser]++
+		f.skip(redisread.SkipBadUser, kr.Key)
 		return
 	}
 	if kr.Oversized {
-		st.skipped[redisread.SkipOversized]++
+		f.skip(redisread.SkipOversized, kr.Key)
 	}
 	run.sets++
 	st.tracker.Apply(&run.Sweep, kind.Key{Read: kr, Hash: kh, User: user, UserHash: f.userID(kr.Key, kh, user)})
 }
+
+// skip counts a key skipped for reason, and names one in the log the
+// first time a reason comes up in skipLogEvery: the counter says that keys
+// were skipped, and whoever is on call needs one to look at. Info, not a
+// warning: it is the application's data, which the exporter handles.
+func (f *family) skip(reason redisread.SkipReason, key string) {
+	st := f.state
+	st.skipped[reason]++
+	if now := time.Now(); now.Sub(st.skipLogged[reason]) >= skipLogEvery {
+		st.skipLogged[reason] = now
+		f.log().Info("key skipped (counted in slot_exporter_keys_skipped_total; one key a reason is named every 10m)",
+			"reason", reason.String(), "key", key, "skipped_total", st.skipped[reason])
+	}
+}
+
+const skipLogEvery = 10 * time.Minute
 
 // userID is the hash the family's trackers know a user by: the hash of
 // its canonical key (config.Family.UserKey), so that for a key read

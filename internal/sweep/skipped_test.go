@@ -60,18 +60,21 @@ func TestBadKeysAreSkippedNotFatal(t *testing.T) {
 	rc.ZAdd(ctx, "s:{bin}", redis.Z{Score: live, Member: "\x00\xff\xfe binary"},
 		redis.Z{Score: live, Member: strings.Repeat("m", 1<<20)})
 	rc.ZAdd(ctx, "s:{\xff\xfeuser\"\n}", redis.Z{Score: live, Member: "a"})
+	// A user id over 1 KiB: whoever writes a key chooses its user.
+	rc.ZAdd(ctx, "s:{"+strings.Repeat("u", 1025)+"}", redis.Z{Score: live, Member: "a"})
 
-	h := exportertest.New(t, rc, twoFamilies(srv.Addr, 20, 500))
+	logs := exportertest.NewLogs()
+	h := exportertest.New(t, rc, twoFamilies(srv.Addr, 20, 500), logs.Logger())
 	h.Sweep()
 	got := h.Metrics()
 	exportertest.Expect(t, got, map[string]float64{
 		`slot_exporter_keys_skipped_total{family="streams",reason="wrong_type"}`: 2,
-		`slot_exporter_keys_skipped_total{family="streams",reason="bad_user"}`:   1,
+		`slot_exporter_keys_skipped_total{family="streams",reason="bad_user"}`:   2,
 		`slot_exporter_keys_skipped_total{family="streams",reason="oversized"}`:  1,
 		`slot_exporter_keys_skipped_total{family="streams",reason="bad_value"}`:  0,
 		`slot_exporter_keys_skipped_total{family="legacy",reason="bad_value"}`:   2,
 		`slot_exporter_keys_skipped_total{family="legacy",reason="wrong_type"}`:  1,
-		`slot_exporter_keys_scanned_total{family="streams"}`:                     12,
+		`slot_exporter_keys_scanned_total{family="streams"}`:                     13,
 		`slot_exporter_keys_scanned_total{family="legacy"}`:                      4,
 		// u0..u4, big, inf, bin, the hostile user.
 		`slot_sets{family="streams"}`: 9,
@@ -86,6 +89,19 @@ func TestBadKeysAreSkippedNotFatal(t *testing.T) {
 		// Label values stay valid UTF-8, the user stays recognisable.
 		`slot_user_used_max{family="streams",user="\\xff\\xfeuser\"\n"}`: 1,
 	})
+	// Each reason names one of its keys in the log, once.
+	for _, c := range []struct{ family, reason, key string }{
+		{"streams", "wrong_type", "s:{"}, {"streams", "bad_user", "s:"}, {"streams", "oversized", "s:{big}"},
+		{"legacy", "bad_value", "c:{"}, {"legacy", "wrong_type", "c:{zset}"},
+	} {
+		if n := len(logs.Lines("key skipped", "family="+c.family, "reason="+c.reason, "key="+c.key)); n != 1 {
+			t.Errorf("%s %s: %d log lines naming a key, want 1:\n%s", c.family, c.reason, n, logs.String())
+		}
+	}
+	h.Sweep()
+	if n := len(logs.Lines("key skipped")); n != 5 {
+		t.Errorf("%d key-skipped lines after a second sweep, want the first sweep's 5:\n%s", n, logs.String())
+	}
 }
 
 // bigMembers returns n members: 60% live, 40% expired.

@@ -35,6 +35,9 @@ type state struct {
 	overruns    uint64
 	keysScanned uint64
 	skipped     [redisread.NumSkipReasons]uint64
+	// skipLogged is when a key skipped for each reason was last named
+	// in the log.
+	skipLogged [redisread.NumSkipReasons]time.Time
 
 	lost lostWatch
 
