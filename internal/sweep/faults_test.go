@@ -341,3 +341,41 @@ func TestRestartSeenByAFailedSweepStillCountsLost(t *testing.T) {
 	h.Sweep()
 	exportertest.Expect(t, h.Metrics(), map[string]float64{lostSeries: 20, releaseSeries: 0, expiredSeries: 0})
 }
+
+// TestReadFailureGoesOn: the exporter's connections are killed (CLIENT
+// KILL) halfway through a first read; the sweep fails, and the next
+// attempt goes on from what the first read rather than starting over.
+func TestReadFailureGoesOn(t *testing.T) {
+	const sets = 20000
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	live := float64(time.Now().Add(115 * time.Second).UnixMilli())
+	seedSets(t, admin, sets, 1, live)
+	exportertest.Must(t, admin.ConfigResetStat(ctx).Err())
+
+	// scan_count 10 makes the read thousands of round trips long. With
+	// change tracking (the default) the sweeps after the first read only
+	// what changed, which is nothing: the counts below are the first
+	// read's, whenever they are taken. The kill spares the tracking
+	// connection (a subscriber, not TYPE normal).
+	h, logs := newFaultHarness(t, faultConfig(srv.Addr, 5*time.Second, time.Minute, 10))
+	h.Sweeper.Start()
+	t.Cleanup(h.Sweeper.Stop)
+	exportertest.WaitFor(t, 2*time.Minute, "half the keys read", func() bool {
+		return exportertest.Calls(t, admin, "pttl") >= sets/2
+	})
+	before := exportertest.Calls(t, admin, "pttl")
+	exportertest.Must(t, admin.ClientKillByFilter(ctx, "TYPE", "normal", "SKIPME", "yes").Err())
+	exportertest.WaitFor(t, 2*time.Minute, "the first read to complete", h.Sweeper.Ready)
+	m := h.Metrics()
+	exportertest.Expect(t, m, map[string]float64{liveSeries: sets, errSeries: 1})
+	// Each key read once, but those of the batches the kill cut short;
+	// starting over would have read the first half again.
+	if read := exportertest.Calls(t, admin, "pttl"); read > sets+sets/10 {
+		t.Errorf("%d keys read for %d sets (%d before the kill): the read started over", read, sets, before)
+	}
+	if lines := logs.Lines("sweep failed", "the next attempt goes on from there"); len(lines) != 1 {
+		t.Errorf("want one failure that says the next attempt goes on:\n%s", logs.String())
+	}
+}

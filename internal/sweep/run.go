@@ -97,6 +97,16 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 			}
 			return gauges{}, ctx.Err()
 		}
+		if run.resumable {
+			// A read that failed (its connection killed, Redis gone
+			// for a moment) keeps what it read, as a cut-off does:
+			// the next attempt goes on from there, unless the data
+			// vanished or the nodes changed (resume). Starting over,
+			// one CLIENT KILL threw away up to the whole paced first
+			// read of a million slot sets.
+			st.partial = run
+			return gauges{}, fmt.Errorf("%w (%d keys read so far; the next attempt goes on from there)", err, run.keys)
+		}
 		return gauges{}, err
 	}
 	return f.finish(ctx, run), nil
