@@ -7,6 +7,7 @@ package resp
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -90,6 +91,20 @@ func NewConn(nc net.Conn, readTimeout time.Duration) *Conn {
 
 // Close closes the connection.
 func (c *Conn) Close() error { return c.nc.Close() }
+
+// closed reports whether an idle connection can no longer be used: its
+// server closed it, or sent something unasked. It looks without waiting
+// and without a round trip (peekClosed).
+func (c *Conn) closed() bool {
+	if c.rd.Buffered() > 0 {
+		return true
+	}
+	nc, tlsConn := c.nc, false
+	if t, ok := nc.(*tls.Conn); ok {
+		nc, tlsConn = t.NetConn(), true
+	}
+	return peekClosed(nc, tlsConn)
+}
 
 // MarkBroken keeps the connection from being reused: replies to what was
 // sent are left unread.
@@ -232,11 +247,15 @@ func (c *Conn) flush(ctx context.Context) (func(), error) {
 
 // Fail marks the connection broken after a failed exchange and says why:
 // the context's end when it has ended (its watch moved the deadline that
-// failed the read), else err.
+// failed the read), else err, with what an EOF means.
 func (c *Conn) Fail(ctx context.Context, err error) error {
 	c.broken = true
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		// A bare EOF said nothing to whoever read the log.
+		return fmt.Errorf("reading replies: Redis closed the connection (CLIENT KILL, its timeout for idle clients, maxclients, a restart): %w", err)
 	}
 	return err
 }
