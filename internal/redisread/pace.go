@@ -201,6 +201,9 @@ func (p *Plan) owe(n int) {
 // take waits for n keys of the budget and of the pace, in pieces no
 // larger than their bursts.
 func (p *Plan) take(ctx context.Context, n int) error {
+	if p.Waited != nil {
+		defer func(start time.Time) { p.Waited.Add(int64(time.Since(start))) }(time.Now())
+	}
 	for _, l := range []struct {
 		lim  *rate.Limiter
 		name string

@@ -51,6 +51,11 @@ type Plan struct {
 	// sends its reads in larger batches (firstPacedChunk), since a first
 	// picture sooner is worth more than other clients' p99 for a while.
 	First bool
+	// Waited adds up how long the reads waited for the budget and the
+	// pace (ns, summed over the nodes read at once; nil: not counted): a
+	// sweep that overran its interval waiting on them is short of budget,
+	// one that did not is held up by Redis.
+	Waited *atomic.Int64
 }
 
 // readDepth is how many batches of reads are in flight on a raw

@@ -151,8 +151,15 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 	if dur > f.sampling.Interval {
 		st.overruns++
 		if !continued {
+			// Blamed on what held the reads up: the budget when they
+			// waited for it most of the time, else Redis (DEBUG SLEEP 5
+			// was blamed on the budget ten times over).
+			hint := "the read budget (sampling.redis_cpu_share, max_keys_per_second) is short of reading every changed key each interval; slot_exporter_sampling_period_seconds says what is achieved"
+			if st.waited < dur/2 {
+				hint = "Redis answered slowly (blocked by a slow command, loading, busy) or there are more keys than an interval reads; the reads waited little for the read budget"
+			}
 			f.log().Warn("sweep overran sampling.interval", "duration", dur, "interval", f.sampling.Interval,
-				"hint", "the read budget (sampling.redis_cpu_share, max_keys_per_second) is short of reading every changed key each interval; slot_exporter_sampling_period_seconds says what is achieved")
+				"waited_for_budget", st.waited.Round(time.Millisecond), "hint", hint)
 		}
 	}
 	fs := f.emptySnapshot(st.period)

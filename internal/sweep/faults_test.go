@@ -379,3 +379,43 @@ func TestReadFailureGoesOn(t *testing.T) {
 		t.Errorf("want one failure that says the next attempt goes on:\n%s", logs.String())
 	}
 }
+
+// TestOverrunBlamesWhatHeldItUp: a sweep that overruns its interval says
+// why: the read budget when the reads waited for it, Redis when it was
+// Redis that kept them (a script that blocks it for 1.5 s).
+func TestOverrunBlamesWhatHeldItUp(t *testing.T) {
+	t.Run("budget", func(t *testing.T) {
+		srv := redistest.Start(t)
+		admin := srv.Client()
+		seedSets(t, admin, 3000, 1, float64(time.Now().Add(115*time.Second).UnixMilli()))
+		h, logs := newFaultHarness(t, faultConfig(srv.Addr, time.Second, 30*time.Second, 100, "max_keys_per_second: 1000", "track_changes: false"))
+		h.Sweeper.Start()
+		t.Cleanup(h.Sweeper.Stop)
+		exportertest.WaitFor(t, 2*time.Minute, "an overrun", func() bool { return len(logs.Lines("sweep overran")) > 0 })
+		if line := logs.Lines("sweep overran")[0]; !strings.Contains(line, "the read budget") {
+			t.Errorf("a sweep held up by its budget blames something else: %s", line)
+		}
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		admin := srv.Client()
+		ctx := context.Background()
+		seedSets(t, admin, 10, 1, float64(time.Now().Add(115*time.Second).UnixMilli()))
+		h, logs := newFaultHarness(t, faultConfig(srv.Addr, time.Second, 30*time.Second, 100))
+		h.Sweeper.Start()
+		t.Cleanup(h.Sweeper.Stop)
+		exportertest.WaitFor(t, 2*time.Minute, "first sweep", h.Sweeper.Ready)
+		// Busy for 1.5 s of Redis time: every sweep that starts meanwhile
+		// waits for it.
+		const block = `local t = redis.call('TIME'); local start = t[1] * 1e6 + t[2]
+repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - start > 1500000
+return 1`
+		exportertest.WaitFor(t, 2*time.Minute, "an overrun", func() bool {
+			exportertest.Must(t, admin.Eval(ctx, block, nil).Err())
+			return len(logs.Lines("sweep overran")) > 0
+		})
+		if line := logs.Lines("sweep overran")[0]; !strings.Contains(line, "Redis answered slowly") {
+			t.Errorf("a sweep held up by Redis blames something else: %s", line)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -26,8 +27,11 @@ import (
 // here holds across its attempts.
 type sweepRun struct {
 	kind.Sweep
-	reads    redisread.Reads
-	plan     *redisread.Plan
+	reads redisread.Reads
+	plan  *redisread.Plan
+	// waited is how long this attempt's reads waited for the budget and
+	// the pace (ns; Plan.Waited).
+	waited   atomic.Int64
 	sets     int
 	seenKeys *keytable.Set // only with several nodes, or a cluster
 	// moved are keys a node redirected: they changed nodes mid-sweep and
@@ -70,6 +74,7 @@ type sweepRun struct {
 
 func (f *family) sweep(ctx context.Context) (gauges, error) {
 	st := f.state
+	st.waited = 0
 	run, nodes, err := f.resume(ctx)
 	if err != nil {
 		return gauges{}, err
@@ -89,6 +94,7 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 	}
 	applied, err := f.read(ctx, run, nodes)
 	run.keys += applied
+	st.waited = time.Duration(run.waited.Swap(0))
 	if err != nil {
 		if ctx.Err() != nil {
 			if run.resumable && errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -161,7 +167,7 @@ func (f *family) begin(ctx context.Context) (*sweepRun, []topology.Node, error) 
 	}
 	run.reads = st.tracker.Begin(&run.Sweep)
 	run.plan = &redisread.Plan{Match: f.cfg.Match, ScanCount: int64(f.sampling.ScanCount), Budget: st.budget,
-		Reads: run.reads, Shard: f.s.shard, First: st.lastSuccess.IsZero()}
+		Reads: run.reads, Shard: f.s.shard, First: st.lastSuccess.IsZero(), Waited: &run.waited}
 	// PTTLs counted from the sweep's Redis time, which replaying a key
 	// needs, and which makes every kind's expiries exact however long a
 	// paced sweep takes to reach a key.

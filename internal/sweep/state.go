@@ -35,6 +35,9 @@ type state struct {
 	overruns    uint64
 	keysScanned uint64
 	skipped     [redisread.NumSkipReasons]uint64
+	// waited is how long the last attempt's reads waited for the budget
+	// and the pace: what an overrun is blamed on.
+	waited time.Duration
 	// skipLogged is when a key skipped for each reason was last named
 	// in the log.
 	skipLogged [redisread.NumSkipReasons]time.Time
