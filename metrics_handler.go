@@ -24,9 +24,9 @@ func newGoCollector() prometheus.Collector {
 
 // metricsHandler serves the registry with at most maxInFlight scrapes at
 // once (0: no limit). Refused scrapes get 503; they are counted in
-// promhttp_metric_handler_requests_total{code="503"} and logged, at most
-// once every refusalLogEvery with the number refused since, so that a
-// scrape storm is seen without flooding the log.
+// promhttp_metric_handler_requests_total{code="503"} and logged: the first
+// at once, the rest at most once every refusalLogEvery with the number
+// refused since, so that a scrape storm is seen without flooding the log.
 func metricsHandler(reg *prometheus.Registry, maxInFlight int, logger *slog.Logger) http.Handler {
 	h := promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelError),
@@ -34,7 +34,7 @@ func metricsHandler(reg *prometheus.Registry, maxInFlight int, logger *slog.Logg
 		MaxRequestsInFlight: maxInFlight,
 		Timeout:             10 * time.Second,
 	}))
-	rl := &refusalLog{logger: logger, limit: maxInFlight}
+	rl := &refusalLog{logger: logger, limit: maxInFlight, every: refusalLogEvery}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		h.ServeHTTP(sw, r)
@@ -49,18 +49,44 @@ const refusalLogEvery = 10 * time.Second
 type refusalLog struct {
 	logger *slog.Logger
 	limit  int
+	every  time.Duration
 	mu     sync.Mutex
 	last   time.Time
 	since  int
+	// due: a line for the refusals since the last is due at the end of
+	// its window. Logged only with the next refusal, a burst's count
+	// came with the next burst, or never (120 parallel scrapes logged
+	// refused=1 of 51).
+	due bool
 }
 
 func (l *refusalLog) refused() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.since++
-	if time.Since(l.last) < refusalLogEvery {
+	if l.due {
 		return
 	}
+	if wait := l.every - time.Since(l.last); wait > 0 {
+		l.due = true
+		time.AfterFunc(wait, l.flush)
+		return
+	}
+	l.log()
+}
+
+// flush logs the refusals of the window that ended.
+func (l *refusalLog) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.due = false
+	if l.since > 0 {
+		l.log()
+	}
+}
+
+// log writes one line for the refusals since the last. Called with mu.
+func (l *refusalLog) log() {
 	l.logger.Warn("scrapes refused: too many in flight; raise --web.max-requests or scrape less often",
 		"limit", l.limit, "refused", l.since)
 	l.last, l.since = time.Now(), 0
