@@ -241,7 +241,7 @@ func (b *bullReads) classify(r *redisread.KeyRead, q *bullQueue) error {
 		v := q.jobs[j].Val()
 		if v[0] == nil && v[1] == nil && v[2] == nil && v[3] == nil {
 			q.fr.Bad = append(q.fr.Bad, BadData{Key: jobKey, Reason: redisread.SkipBadValue,
-				Detail: fmt.Sprintf("job %s is in %sactive but its hash is missing", id, q.base), Vanished: true})
+				Detail: fmt.Sprintf("job %s is in %sactive but its hash is missing, or holds none of name, processedOn, atm and attemptsMade", id, q.base), Vanished: true})
 			continue
 		}
 		started := hashInt(v[1])

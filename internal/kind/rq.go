@@ -275,7 +275,7 @@ func (s *rqReads) second(r *redisread.KeyRead, fr *FrameworkRead, q *rqQueue, ou
 		}
 		if v[0] == nil && v[1] == nil && v[2] == nil {
 			fr.Bad = append(fr.Bad, BadData{Key: key, Reason: redisread.SkipBadValue,
-				Detail: fmt.Sprintf("job %s is in %s:wip:%s but its hash is missing", id, p, q.name), Vanished: true})
+				Detail: fmt.Sprintf("job %s is in %s:wip:%s but its hash is missing, or holds none of description, started_at and worker_name", id, p, q.name), Vanished: true})
 			continue
 		}
 		started := int64(-1)
