@@ -171,3 +171,50 @@ func oneMemberSets(t *testing.T, c *redis.Client, n int) []string {
 	}
 	return keys
 }
+
+// TestPacedScanChargesWhatItPassesOver: under the pace, the keys SCAN
+// passes over are charged to it, a key read for every scanVisitsPerKey,
+// so that a family matching few keys of a large keyspace does not SCAN it
+// unpaced; with no pace nothing is charged.
+func TestPacedScanChargesWhatItPassesOver(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	const others, sets = 4000, 10
+	pipe := c.Pipeline()
+	for i := range others {
+		pipe.Set(ctx, fmt.Sprintf("other:%d", i), "v", 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oneMemberSets(t, c, sets)
+	for _, paced := range []bool{true, false} {
+		rd := NewReader(false)
+		p := zsetPlan(1000, 10, Edges{})
+		var spent int
+		p.Spent = func(n int) { spent += n }
+		if paced {
+			p.Pace = rate.NewLimiter(rate.Inf, 1)
+		}
+		out := make(chan []KeyRead, 64)
+		go func() {
+			for range out {
+			}
+		}()
+		err := rd.ScanNode(ctx, c, p, out)
+		close(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd.Close()
+		want := sets
+		if paced {
+			want += others / scanVisitsPerKey
+		}
+		// SCAN's COUNT is a hint: the pages look at about as many keys.
+		if spent < want*9/10 || spent > want*12/10 {
+			t.Errorf("paced %v: %d keys charged, want about %d", paced, spent, want)
+		}
+	}
+}
