@@ -18,13 +18,19 @@ type holds struct {
 
 func newHolds() holds { return holds{hist: snapshot.NewHoldHistogram()} }
 
-func (h *holds) end(e track.Ended) {
+// end counts the holds that ended, and returns them: none in a sweep
+// whose ends are the watch's (Sweep.Unwatched).
+func (h *holds) end(sw *Sweep, e track.Ended) track.Ended {
+	if sw.Unwatched {
+		return track.Ended{}
+	}
 	for o, n := range e.Count {
 		h.ended[o] += uint64(n)
 	}
 	for _, d := range e.Durations {
 		h.hist.Observe(d)
 	}
+	return e
 }
 
 // publish writes the counters; heartbeats only where the kind infers them.

@@ -43,6 +43,11 @@ type Sweep struct {
 	Skipped *[redisread.NumSkipReasons]uint64
 	// Log is the family's logger, for data a kind skips; nil: no lines.
 	Log *slog.Logger
+	// Unwatched is set on the sweep that ends holds first after a reload
+	// changed the family's match: a hold whose key no longer matches left
+	// the watch, and goes uncounted. Ended as releases, every hold of a
+	// pattern reloaded away counted as released.
+	Unwatched bool
 }
 
 // Key is one read key with its identity.

@@ -188,8 +188,7 @@ func (t *lock) End(sw *Sweep, lost, deferEnds bool) Ended {
 	if deferEnds {
 		return Ended{}
 	}
-	e := t.members.SweepJudgedAt(sw.Now, sw.ReadBy, sw.Carry, lost, &t.rules)
-	t.holds.end(e)
+	e := t.holds.end(sw, t.members.SweepJudgedAt(sw.Now, sw.ReadBy, sw.Carry, lost, &t.rules))
 	for h, l := range t.leases {
 		if l.gen == t.gen {
 			continue

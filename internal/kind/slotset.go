@@ -380,8 +380,7 @@ func (t *slotSet) End(sw *Sweep, lost, deferEnds bool) Ended {
 		t.last = t.cur
 		return Ended{}
 	}
-	e := t.members.SweepJudgedAt(sw.Now, sw.ReadBy, sw.Carry, lost, &t.rules)
-	t.holds.end(e)
+	e := t.holds.end(sw, t.members.SweepJudgedAt(sw.Now, sw.ReadBy, sw.Carry, lost, &t.rules))
 	t.last = t.cur
 	for i := 0; i < t.held.Len(); i++ {
 		h, e := t.held.At(i)

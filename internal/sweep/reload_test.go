@@ -470,3 +470,47 @@ func TestReloadRenamesUsers(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadThatNarrowsTheMatch: holds of keys a reloaded match leaves out
+// left the watch: they end neither released nor expired nor lost, and
+// the holds still watched go on.
+func TestReloadThatNarrowsTheMatch(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	live := exportertest.RedisTime(t, rc) + (9*time.Minute + 30*time.Second).Milliseconds()
+	for _, k := range []string{"app:a:{u1}", "app:a:{u2}", "app:b:{u3}"} {
+		exportertest.Must(t, rc.ZAdd(ctx, k, redis.Z{Score: float64(live), Member: "m"}).Err())
+	}
+	yaml := func(match string) string {
+		return redisproc.Config{
+			Addr:     srv.Addr,
+			Sampling: []string{"interval: 1s", "window: 1m", "redis_cpu_share: 0"},
+			Families: []redisproc.Family{{Name: "slots", Kind: "slotset", Match: match, User: `\{([^}]+)\}$`, Limit: 3,
+				TTL: 10 * time.Minute, Heartbeat: time.Minute, MaxHold: time.Hour}},
+		}.YAML()
+	}
+	before := exportertest.New(t, rc, yaml("app:*"))
+	before.Sweep()
+	cfg, err := config.Parse([]byte(yaml("app:a:*")))
+	exportertest.Must(t, err)
+	s, err := sweep.New(ctx, cfg, rc, exportertest.Quiet(), before.Sweeper)
+	exportertest.Must(t, err)
+	t.Cleanup(s.Stop)
+	after := exportertest.ForSweeper(t, s)
+	after.Sweep()
+	after.Sweep()
+	exportertest.Expect(t, after.Metrics(), map[string]float64{
+		`slot_members{family="slots",state="live"}`:                 2,
+		`slot_acquires_total{family="slots"}`:                       3,
+		`slot_holds_ended_total{family="slots",outcome="released"}`: 0,
+		`slot_holds_ended_total{family="slots",outcome="expired"}`:  0,
+		`slot_holds_ended_total{family="slots",outcome="lost"}`:     0,
+	})
+	// A hold released after that is a release again.
+	exportertest.Must(t, rc.Del(ctx, "app:a:{u1}").Err())
+	after.Sweep()
+	exportertest.Expect(t, after.Metrics(), map[string]float64{
+		`slot_holds_ended_total{family="slots",outcome="released"}`: 1,
+	})
+}

@@ -267,6 +267,9 @@ func (f *family) finish(ctx context.Context, run *sweepRun) gauges {
 		st.lost.suspect = false
 	}
 	run.ReadBy = run.Now + time.Since(run.after).Milliseconds()
+	if !deferEnds {
+		run.Unwatched, st.unwatched = st.unwatched, false
+	}
 	ended := st.tracker.End(&run.Sweep, lost, deferEnds)
 	if lost && ended.Lost > 0 {
 		f.log().Warn("holds lost: the data vanished (restart, failover, flush, or another Redis)", "lost", ended.Lost)

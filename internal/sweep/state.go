@@ -35,6 +35,9 @@ type state struct {
 	overruns    uint64
 	keysScanned uint64
 	skipped     [redisread.NumSkipReasons]uint64
+	// unwatched: a reload changed the match, and the next sweep that ends
+	// holds ends those of keys left out uncounted (kind.Sweep.Unwatched).
+	unwatched bool
 	// waited is how long the last attempt's reads waited for the budget
 	// and the pace: what an overrun is blamed on.
 	waited time.Duration

@@ -165,6 +165,9 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 				if userPattern(p.cfg) != userPattern(fc) {
 					st.floor.Rename()
 				}
+				if p.cfg.Match != fc.Match {
+					st.unwatched = true
+				}
 			}
 			mu.Unlock()
 		}
