@@ -18,8 +18,12 @@ import (
 // holds queues to replay them (a held queue whose TTL ran out is gone,
 // as a full read would find it, before Redis gets round to deleting it
 // and client tracking names it). The element is
-// hashed as it arrives and never kept; LINDEX still sends it whole, so a
-// queue of megabyte jobs costs a megabyte per queue per sweep to read.
+// hashed and dropped, but go-redis reads it whole first, and a batch's
+// heads are in memory together: a queue of megabyte jobs costs a megabyte
+// per queue per sweep to read, and eight queues with 50 MB heads took the
+// exporter's RSS from 100 to 455 MB for a sweep. No command gives part of
+// a list element; only a reader that hashes a reply as it streams (the
+// raw path of slot sets) would bound it.
 //
 // track.HeadTracker remembers which element is next in each queue and
 // since when (the first sweep that saw it next). An element next for
