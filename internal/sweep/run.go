@@ -103,13 +103,15 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 			}
 			return gauges{}, ctx.Err()
 		}
-		if run.resumable {
+		if run.resumable && applied > 0 {
 			// A read that failed (its connection killed, Redis gone
 			// for a moment) keeps what it read, as a cut-off does:
 			// the next attempt goes on from there, unless the data
 			// vanished or the nodes changed (resume). Starting over,
 			// one CLIENT KILL threw away up to the whole paced first
-			// read of a million slot sets.
+			// read of a million slot sets. An attempt that read
+			// nothing keeps nothing: a Redis down for an hour is
+			// read afresh, at its own time, when it is back.
 			st.partial = run
 			return gauges{}, fmt.Errorf("%w (%d keys read so far; the next attempt goes on from there)", err, run.keys)
 		}
@@ -376,12 +378,20 @@ func (f *family) skip(reason redisread.SkipReason, key string) {
 	st.skipped[reason]++
 	if now := time.Now(); now.Sub(st.skipLogged[reason]) >= skipLogEvery {
 		st.skipLogged[reason] = now
+		if len(key) > maxLoggedKey {
+			// Whoever writes a key chooses its name: 5 MB made a log
+			// line of 5 MB.
+			key = fmt.Sprintf("%s... (%d bytes)", key[:maxLoggedKey], len(key))
+		}
 		f.log().Info("key skipped (counted in slot_exporter_keys_skipped_total; one key a reason is named every 10m)",
 			"reason", reason.String(), "key", key, "skipped_total", st.skipped[reason])
 	}
 }
 
-const skipLogEvery = 10 * time.Minute
+const (
+	skipLogEvery = 10 * time.Minute
+	maxLoggedKey = 256
+)
 
 // userID is the hash the family's trackers know a user by: the hash of
 // its canonical key (config.Family.UserKey), so that for a key read
