@@ -8,6 +8,7 @@ import (
 
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/resp"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
 	"github.com/slotexporter/slot_exporter/internal/track"
 )
@@ -17,13 +18,11 @@ import (
 // It reads LLEN and LINDEX of the pop side (listReads), and PTTL when it
 // holds queues to replay them (a held queue whose TTL ran out is gone,
 // as a full read would find it, before Redis gets round to deleting it
-// and client tracking names it). The element is
-// hashed and dropped, but go-redis reads it whole first, and a batch's
-// heads are in memory together: a queue of megabyte jobs costs a megabyte
-// per queue per sweep to read, and eight queues with 50 MB heads took the
-// exporter's RSS from 100 to 455 MB for a sweep. No command gives part of
-// a list element; only a reader that hashes a reply as it streams (the
-// raw path of slot sets) would bound it.
+// and client tracking names it). No command gives part of a list
+// element: LINDEX sends it whole. On a plain client the element is hashed
+// as it streams over a raw connection and never held (ReadRaw); through
+// go-redis (a cluster's router, a client it cannot dial raw) it is read
+// whole first, and a batch's heads are in memory together.
 //
 // track.HeadTracker remembers which element is next in each queue and
 // since when (the first sweep that saw it next). An element next for
@@ -179,6 +178,76 @@ func (t *list) UserExtra(v track.UserView) []snapshot.Value {
 // (a uint64). A list emptied between the reads is gone.
 type listReads struct {
 	left, withTTL bool
+}
+
+// ReadRaw is Read over a raw connection, where the next element is hashed
+// as it streams and never held: eight queues with 50 MB heads took the
+// exporter's RSS from 100 to 455 MB for a sweep read through go-redis.
+func (l *listReads) ReadRaw(ctx context.Context, c *resp.Conn, keys []string, reads []redisread.KeyRead) error {
+	index := "-1"
+	if l.left {
+		index = "0"
+	}
+	for _, k := range keys {
+		c.Queue("LLEN", k)
+		c.Queue("LINDEX", k, index)
+		if l.withTTL {
+			c.Queue("PTTL", k)
+		}
+	}
+	if err := c.Flush(ctx); err != nil {
+		return err
+	}
+	stop, err := c.Deadline(ctx)
+	defer stop()
+	if err != nil {
+		return err
+	}
+	d := xxhash.New()
+	for i, k := range keys {
+		r := &reads[i]
+		r.Key = k
+		n, lenErr, err := c.ReadInt()
+		if err != nil {
+			return c.Fail(ctx, err)
+		}
+		d.Reset()
+		none, headErr, err := c.ReadBulkTo(d)
+		if err != nil {
+			return c.Fail(ctx, err)
+		}
+		var pttl int64
+		var pttlErr []byte
+		if l.withTTL {
+			if pttl, pttlErr, err = c.ReadInt(); err != nil {
+				return c.Fail(ctx, err)
+			}
+			if pttlErr != nil && redisread.CommandRefused(string(pttlErr)) {
+				pttl, pttlErr = pttlUnknown, nil
+			}
+		}
+		// As Read judges them: the first error reply, else LINDEX's nil.
+		judged := false
+		for _, e := range [][]byte{lenErr, headErr, pttlErr} {
+			if e != nil {
+				if err := r.Judge(resp.ReplyError(e)); err != nil {
+					return err
+				}
+				judged = true
+				break
+			}
+		}
+		switch {
+		case judged:
+		case none, n == 0, l.withTTL && pttl == -2:
+			r.Status = redisread.Gone
+		default:
+			r.PTTL = pttl
+			r.Value = n
+			r.Extra = d.Sum64()
+		}
+	}
+	return nil
 }
 
 func (l *listReads) Read(ctx context.Context, c redis.Cmdable, keys []string, reads []redisread.KeyRead) error {

@@ -23,6 +23,16 @@ type Reads interface {
 	Read(ctx context.Context, c redis.Cmdable, keys []string, reads []KeyRead) error
 }
 
+// RawReads is Reads that can also read over a raw connection (package
+// resp), on a plain client: what go-redis would read whole, such as a
+// list's head of any size, is hashed as it streams. ReadRaw owns the
+// connection's exchange: it writes the batch and reads every reply, or
+// marks the connection broken.
+type RawReads interface {
+	Reads
+	ReadRaw(ctx context.Context, c *resp.Conn, keys []string, reads []KeyRead) error
+}
+
 // Plan is what a family needs from Redis in one sweep.
 type Plan struct {
 	Match     string // SCAN MATCH pattern
@@ -372,7 +382,7 @@ func (rd *Reader) readPages(ctx context.Context, c redis.Cmdable, p *Plan, pos *
 			if err := pp.wait(ctx, len(keys), ask != nil); err != nil {
 				return err
 			}
-			reads, err := p.read(ctx, c, keys)
+			reads, err := rd.readBatch(ctx, c, p, keys)
 			if err != nil {
 				return err
 			}
@@ -392,7 +402,30 @@ func (rd *Reader) ReadBatch(ctx context.Context, c redis.Cmdable, p *Plan, keys 
 	if err := p.wait(ctx, len(keys)); err != nil {
 		return nil, err
 	}
-	return p.read(ctx, c, keys)
+	return rd.readBatch(ctx, c, p, keys)
+}
+
+// readBatch reads one batch: over a raw connection for RawReads on a
+// plain client, else through go-redis.
+func (rd *Reader) readBatch(ctx context.Context, c redis.Cmdable, p *Plan, keys []string) ([]KeyRead, error) {
+	rr, ok := p.Reads.(RawReads)
+	cl := resp.Client(c)
+	if !ok || cl == nil {
+		return p.read(ctx, c, keys)
+	}
+	conn, err := rd.pool.Get(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("sweep connection: %w", err)
+	}
+	defer rd.pool.Put(cl, conn)
+	reads := make([]KeyRead, len(keys))
+	at := p.at()
+	if err := rr.ReadRaw(ctx, conn, keys, reads); err != nil {
+		conn.MarkBroken()
+		return nil, err
+	}
+	p.stamp(reads, at)
+	return reads, nil
 }
 
 // read reads one batch through go-redis.
