@@ -94,8 +94,11 @@ func TestBadKeysAreSkippedNotFatal(t *testing.T) {
 		{"streams", "wrong_type", "s:{"}, {"streams", "bad_user", "s:"}, {"streams", "oversized", "s:{big}"},
 		{"legacy", "bad_value", "c:{"}, {"legacy", "wrong_type", "c:{zset}"},
 	} {
-		if n := len(logs.Lines("key skipped", "family="+c.family, "reason="+c.reason, "key="+c.key)); n != 1 {
-			t.Errorf("%s %s: %d log lines naming a key, want 1:\n%s", c.family, c.reason, n, logs.String())
+		lines := logs.Lines("key skipped", "family="+c.family, "reason="+c.reason)
+		// A name with spaces is quoted: the long one is cut short with
+		// a note of its length. SCAN's order says which key is named.
+		if len(lines) != 1 || !strings.Contains(lines[0], "key="+c.key) && !strings.Contains(lines[0], `key="`+c.key) {
+			t.Errorf("%s %s: %d log lines naming a key, want 1:\n%s", c.family, c.reason, len(lines), logs.String())
 		}
 	}
 	h.Sweep()
