@@ -149,19 +149,29 @@ func (pp *prepaid) next(ctx context.Context, pages <-chan page, ask chan<- struc
 		}
 	}
 	pg, ok := <-pages
-	if ok && ask != nil {
-		// The keys SCAN looked at and passed over cost Redis all the
-		// same: charged to the pace, they keep a family whose pattern
-		// matches few keys of a large keyspace inside the share.
-		// Uncharged, its SCANs ran unpaced, back to back (4,954 SCANs
-		// in 3 s for a few families matching nothing: 12.4% of a core
-		// where the share was 10).
-		if n := (int(pp.p.ScanPage()) - len(pg.keys)) / scanVisitsPerKey; n > 0 {
-			pp.p.owe(n)
-			pp.p.spend(n)
-		}
-	}
 	return pg, ok, nil
+}
+
+// chargeScan charges the pace for the keys a SCAN of count passed over,
+// kept of them: they cost Redis all the same. A page that brings keys to
+// read leaves the charge to the reads' next wait, so that they still
+// follow their SCAN at once; a page that brings none waits for it before
+// the next SCAN. Uncharged, a family whose pattern matches few keys of a
+// large keyspace SCANned it unpaced, back to back (4,954 SCANs in 3 s for
+// a few families matching nothing: 12.4% of a core where the share was
+// 10).
+func (p *Plan) chargeScan(ctx context.Context, count int64, kept int) error {
+	n := (int(count) - kept) / scanVisitsPerKey
+	if n <= 0 {
+		return nil
+	}
+	if kept > 0 {
+		p.owe(n)
+	} else if err := p.take(ctx, n); err != nil {
+		return err
+	}
+	p.spend(n)
+	return nil
 }
 
 // scanVisitsPerKey is how many keys a SCAN passes over for the price of a

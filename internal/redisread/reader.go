@@ -247,7 +247,14 @@ func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, po
 			// A page with none of the plan's keys was not asked
 			// for: the reads still wait for one.
 			asked = true
-			if keys = p.Shard.Filter(keys); len(keys) > 0 {
+			keys = p.Shard.Filter(keys)
+			if ask != nil {
+				if err := p.chargeScan(ctx, count, len(keys)); err != nil {
+					scanErr <- err
+					return
+				}
+			}
+			if len(keys) > 0 {
 				select {
 				case pages <- page{keys: keys, scan: true, cursor: cursor, next: next}:
 					asked = false
