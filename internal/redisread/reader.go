@@ -23,16 +23,6 @@ type Reads interface {
 	Read(ctx context.Context, c redis.Cmdable, keys []string, reads []KeyRead) error
 }
 
-// RawReads is Reads that can also read over a raw connection (package
-// resp), on a plain client: what go-redis would read whole, such as a
-// list's head of any size, is hashed as it streams. ReadRaw owns the
-// connection's exchange: it writes the batch and reads every reply, or
-// marks the connection broken.
-type RawReads interface {
-	Reads
-	ReadRaw(ctx context.Context, c *resp.Conn, keys []string, reads []KeyRead) error
-}
-
 // Plan is what a family needs from Redis in one sweep.
 type Plan struct {
 	Match     string // SCAN MATCH pattern
@@ -146,59 +136,6 @@ func (rd *Reader) Close() { rd.pool.Close() }
 // returned.
 func (rd *Reader) ScanNode(ctx context.Context, c redis.Cmdable, p *Plan, out chan<- []KeyRead) error {
 	return rd.ScanNodeFrom(ctx, c, p, nil, out)
-}
-
-// Progress is how far the read of one node (or one list of keys) has got:
-// what has been handed to out, batch by batch. A sweep cut off at its
-// timeout keeps it, and the next attempt passes it back to go on from
-// there. Only the reader of that node writes it, as it hands each batch
-// over; the caller reads it once the reader has returned.
-type Progress struct {
-	// Cursor is the SCAN cursor of the page being handed over (0 at the
-	// start), and Sent the keys of that page handed over already: SCAN
-	// from Cursor again may return the page with keys added or missing,
-	// so the keys are named rather than counted.
-	Cursor uint64
-	Sent   map[string]struct{}
-	// Offset is how many keys of a list (ReadKeysFrom) have been handed
-	// over, after the shard's filter.
-	Offset int
-	// Done is set once every key has been handed over.
-	Done bool
-	// Keys counts the keys handed over, in all.
-	Keys int
-}
-
-// page is a SCAN page, or a slice of a list of keys (scan false), on its
-// way to the reads.
-type page struct {
-	keys         []string
-	scan         bool
-	cursor, next uint64 // the cursor that returned keys, and the one after
-}
-
-// handed records that chunk, a part of pg, has gone to out; last: the
-// page's final part.
-func (pos *Progress) handed(pg *page, chunk []string, last bool) {
-	if pos == nil {
-		return
-	}
-	pos.Keys += len(chunk)
-	if !pg.scan {
-		pos.Offset += len(chunk)
-		return
-	}
-	if last {
-		pos.Cursor, pos.Sent = pg.next, nil
-		pos.Done = pg.next == 0
-		return
-	}
-	if pos.Cursor != pg.cursor || pos.Sent == nil {
-		pos.Cursor, pos.Sent = pg.cursor, make(map[string]struct{}, len(pg.keys))
-	}
-	for _, k := range chunk {
-		pos.Sent[k] = struct{}{}
-	}
 }
 
 // ScanNodeFrom is ScanNode going on from pos (nil: from the start,
@@ -410,29 +347,6 @@ func (rd *Reader) ReadBatch(ctx context.Context, c redis.Cmdable, p *Plan, keys 
 		return nil, err
 	}
 	return rd.readBatch(ctx, c, p, keys)
-}
-
-// readBatch reads one batch: over a raw connection for RawReads on a
-// plain client, else through go-redis.
-func (rd *Reader) readBatch(ctx context.Context, c redis.Cmdable, p *Plan, keys []string) ([]KeyRead, error) {
-	rr, ok := p.Reads.(RawReads)
-	cl := resp.Client(c)
-	if !ok || cl == nil {
-		return p.read(ctx, c, keys)
-	}
-	conn, err := rd.pool.Get(ctx, cl)
-	if err != nil {
-		return nil, fmt.Errorf("sweep connection: %w", err)
-	}
-	defer rd.pool.Put(cl, conn)
-	reads := make([]KeyRead, len(keys))
-	at := p.at()
-	if err := rr.ReadRaw(ctx, conn, keys, reads); err != nil {
-		conn.MarkBroken()
-		return nil, err
-	}
-	p.stamp(reads, at)
-	return reads, nil
 }
 
 // read reads one batch through go-redis.
