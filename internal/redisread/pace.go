@@ -131,12 +131,15 @@ func (p *Plan) spend(n int) {
 type prepaid struct {
 	p *Plan
 	n int
+	// scanning: the last page held none of the plan's keys, and SCAN
+	// goes on to the next without being asked.
+	scanning bool
 }
 
 // next asks for the next page, if pages come on demand, after waiting for
 // a chunk of keys, and takes it; false once there are no more.
 func (pp *prepaid) next(ctx context.Context, pages <-chan page, ask chan<- struct{}) (page, bool, error) {
-	if ask != nil {
+	if ask != nil && !pp.scanning {
 		if need := pp.p.chunk() - pp.n; need > 0 {
 			if err := pp.p.take(ctx, need); err != nil {
 				return page{}, false, err
@@ -145,10 +148,11 @@ func (pp *prepaid) next(ctx context.Context, pages <-chan page, ask chan<- struc
 		}
 		select {
 		case ask <- struct{}{}:
-		default: // asked already: the last page held none of the plan's keys
+		default:
 		}
 	}
 	pg, ok := <-pages
+	pp.scanning = ok && pg.scan && len(pg.keys) == 0
 	return pg, ok, nil
 }
 

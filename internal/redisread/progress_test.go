@@ -222,3 +222,84 @@ func TestPacedScanChargesWhatItPassesOver(t *testing.T) {
 		}
 	}
 }
+
+// TestPacedScanRecordsPagesWithoutKeys: under the pace, an attempt cut off
+// among SCAN pages that hold none of the plan's keys (here, the keyspace
+// holds none) records them as passed, and the next attempt goes on after
+// them: a family that matches nothing in a keyspace too large for one
+// attempt still gets through it.
+func TestPacedScanRecordsPagesWithoutKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	pipe := c.Pipeline()
+	for i := range 4000 {
+		pipe.Set(ctx, fmt.Sprintf("other:%d", i), "v", 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	scans := func() int64 {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return commandstats.Parse(info)["scan"].Calls
+	}
+	rd := NewReader(false)
+	defer rd.Close()
+	var pos Progress
+	seen := map[string]int{}
+	read := func(p *Plan, cutAfter int64) error {
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if cutAfter > 0 {
+			// Cut off once SCAN has made that many calls: an event,
+			// not a time.
+			from := scans()
+			go func() {
+				for actx.Err() == nil && scans() < from+cutAfter {
+					time.Sleep(5 * time.Millisecond)
+				}
+				cancel()
+			}()
+		}
+		out := make(chan []KeyRead, 64)
+		done := make(chan struct{})
+		go func() {
+			for b := range out {
+				for _, r := range b {
+					seen[r.Key]++
+				}
+			}
+			close(done)
+		}()
+		err := rd.ScanNodeFrom(actx, c, p, &pos, out)
+		close(out)
+		<-done
+		return err
+	}
+	// 40 keys a page (the paced chunk), each page charged 10 keys: 200 a
+	// second is 20 pages a second, about 5 s for the keyspace.
+	p := zsetPlan(1000, 10, Edges{})
+	p.Pace = rate.NewLimiter(200, 40)
+	if err := read(p, 20); err == nil {
+		t.Fatal("the first attempt was not cut off")
+	}
+	if pos.Done || pos.Cursor == 0 {
+		t.Fatalf("cut off among pages without keys, the progress did not move: %+v", pos)
+	}
+	p.Pace = rate.NewLimiter(rate.Inf, 1)
+	before := scans()
+	if err := read(p, 0); err != nil || !pos.Done {
+		t.Fatalf("the second attempt: %v, %+v", err, pos)
+	}
+	// It went on: fewer SCANs than a walk of the whole keyspace (over
+	// 100 pages of 40).
+	if n := scans() - before; n >= 100 {
+		t.Errorf("the second attempt made %d SCANs: it walked the keyspace again", n)
+	}
+	if len(seen) != 0 {
+		t.Errorf("read %v, which the plan does not match", seen)
+	}
+}

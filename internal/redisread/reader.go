@@ -191,10 +191,15 @@ func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, po
 					return
 				}
 			}
-			if len(keys) > 0 {
+			// Under the pace a page without keys goes to the reads
+			// too, to be recorded as passed: its SCAN waited for the
+			// pace, and an attempt cut off among such pages must not
+			// walk them again (a family that matches nothing in a
+			// large keyspace would never get through it).
+			if len(keys) > 0 || ask != nil {
 				select {
 				case pages <- page{keys: keys, scan: true, cursor: cursor, next: next}:
-					asked = false
+					asked = len(keys) == 0
 				case <-ctx.Done():
 					scanErr <- ctx.Err()
 					return
@@ -319,6 +324,10 @@ func (rd *Reader) readPages(ctx context.Context, c redis.Cmdable, p *Plan, pos *
 		pg, ok, err := pp.next(ctx, pages, ask)
 		if err != nil || !ok {
 			return err
+		}
+		if len(pg.keys) == 0 {
+			pos.handed(&pg, nil, true)
+			continue
 		}
 		for rest := pg.keys; len(rest) > 0; {
 			keys := rest[:min(len(rest), pp.chunk(len(rest), ask != nil))]

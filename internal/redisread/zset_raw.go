@@ -183,6 +183,16 @@ func (rd *Reader) readPagesRaw(ctx context.Context, cl *redis.Client, c redis.Cm
 		if !ok {
 			break
 		}
+		if len(pg.keys) == 0 {
+			// Recorded once every page before it is.
+			for len(inflight) > 0 {
+				if err := recv(); err != nil {
+					return err
+				}
+			}
+			pos.handed(&pg, nil, true)
+			continue
+		}
 		for rest := pg.keys; len(rest) > 0; {
 			keys := rest[:min(len(rest), pp.chunk(len(rest), ask != nil))]
 			rest = rest[len(keys):]
