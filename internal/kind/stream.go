@@ -71,7 +71,7 @@ import (
 // XADD * carries no time and reads as very old. A user with several
 // streams gets the oldest per group name. Group names are label values:
 // bytes that are not UTF-8 are escaped as \xNN (and \ as \\), as user ids
-// are.
+// are; a group name over 1 KiB has no series (maxGroupNameBytes).
 //
 // used is the pending count over all groups: a stream whose pending never
 // drains shows a floor that grows. A user with stuck entries, dead
@@ -148,7 +148,9 @@ func (t *stream) Apply(sw *Sweep, k Key) {
 		if g.pending > 0 && g.oldest >= 0 {
 			age = float64(max(sw.Now-g.oldest, 0)) / 1000
 		}
-		ages = append(ages, groupAge{group: g.name, seconds: age})
+		if len(g.name) <= maxGroupNameBytes {
+			ages = append(ages, groupAge{group: g.name, seconds: age})
+		}
 	}
 	t.cur.oldest[k.UserHash] = ages
 	t.cur.pending += used
@@ -209,6 +211,13 @@ func (t *stream) UserExtra(v track.UserView) []snapshot.Value {
 // groups made 3,000 series of one user. The oldest are kept; every group
 // still counts in the family's totals.
 const maxGroupSeries = 20
+
+// maxGroupNameBytes bounds a group name that becomes a label, as
+// config.MaxUserBytes bounds a user id and for the same reason: a name of
+// megabytes would make a /metrics page that a scrape's label limit refuses
+// whole. A group with a longer name has no series of its own; it still
+// counts in the family's totals.
+const maxGroupNameBytes = config.MaxUserBytes
 
 // labelValue escapes what a label value cannot hold (bytes that are not
 // UTF-8) as collector.UserLabel does for users: invalid bytes become \xNN

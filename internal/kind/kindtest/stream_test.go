@@ -246,3 +246,33 @@ func TestStreamGroupSeriesCapped(t *testing.T) {
 	}
 	exportertest.Expect(t, m, map[string]float64{`slot_stream_pending{family="events"}`: groups})
 }
+
+// TestStreamLongGroupNameHasNoSeries: a group whose name is over 1 KiB
+// gets no series of its own, as a user id over 1 KiB is no user; its
+// entries still count in the family's totals.
+func TestStreamLongGroupNameHasNoSeries(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	h := exportertest.New(t, rc, config(srv.Addr, "1s", 100, streamFamily))
+	long := strings.Repeat("g", 1025)
+	exportertest.Must(t, rc.XAdd(ctx, &redis.XAddArgs{Stream: "t:s:long", ID: "1000-0", Values: []string{"n", "1"}}).Err())
+	for _, g := range []string{long, "short"} {
+		exportertest.Must(t, rc.XGroupCreate(ctx, "t:s:long", g, "0").Err())
+		exportertest.Must(t, rc.XReadGroup(ctx, &redis.XReadGroupArgs{Group: g, Consumer: "c", Streams: []string{"t:s:long", ">"}, Count: 1, Block: -1}).Err())
+	}
+	h.Sweep()
+	m := h.Metrics()
+	var got []string
+	for name := range m {
+		if strings.HasPrefix(name, "slot_stream_oldest_pending_seconds{") {
+			got = append(got, name)
+		}
+	}
+	want := `slot_stream_oldest_pending_seconds{family="events",group="short",user="long"}`
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("group series %.200q, want only %s", got, want)
+	}
+	exportertest.Expect(t, m, map[string]float64{`slot_stream_pending{family="events"}`: 2})
+}
