@@ -395,7 +395,7 @@ func TestPacerFirstCostReplacesThePrior(t *testing.T) {
 // next. Twelve stream families SCANning 200k keys that none of them
 // matched saw their cost a key rise from 1.8 to 3.7 µs in half a minute
 // (the walks drifting apart, each finding its part of the table cold),
-// and took 10.6 to 13.1% of a core where the share was 10. Only what was
+// and took 10.6 to 12.4% of a core where the share was 10. Only what was
 // taken beyond the share is given back, so a cost that only wobbles
 // costs the reads a little of their share, and no more.
 func TestPacerKeepsItsShareAsTheCostRises(t *testing.T) {
