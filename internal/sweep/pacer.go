@@ -196,9 +196,9 @@ const quietKeys = 50
 // stream families SCANning 200k keys that none of them matched saw their
 // cost a key rise from 1.8 to 3.7 µs in half a minute (the walks drifting
 // apart, each finding its part of the table cold), and took 10.6 to 12.4%
-// of a core where the share was 10 (5 runs). Only what was taken beyond the share
-// is given back, never what was left unused: a read that had nothing to
-// do does not earn a burst.
+// of a core where the share was 10 (5 runs). Only what was taken beyond
+// the share is given back, never what was left unused: a read that had
+// nothing to do does not earn a burst.
 func (p *cpuPacer) apply() {
 	share := max(p.share-p.invShare, p.share/10)
 	if p.holding {
