@@ -229,12 +229,7 @@ func TestStreamGroupSeriesCapped(t *testing.T) {
 	}
 	h.Sweep()
 	m := h.Metrics()
-	var got []string
-	for name := range m {
-		if strings.HasPrefix(name, "slot_stream_oldest_pending_seconds{") {
-			got = append(got, name)
-		}
-	}
+	got := groupSeries(m)
 	if len(got) != 20 {
 		t.Fatalf("%d group series, want 20: %v", len(got), got)
 	}
@@ -264,15 +259,21 @@ func TestStreamLongGroupNameHasNoSeries(t *testing.T) {
 	}
 	h.Sweep()
 	m := h.Metrics()
+	got := groupSeries(m)
+	want := `slot_stream_oldest_pending_seconds{family="events",group="short",user="long"}`
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("group series %.200q, want only %s", got, want)
+	}
+	exportertest.Expect(t, m, map[string]float64{`slot_stream_pending{family="events"}`: 2})
+}
+
+// groupSeries is the slot_stream_oldest_pending_seconds series of m.
+func groupSeries(m map[string]float64) []string {
 	var got []string
 	for name := range m {
 		if strings.HasPrefix(name, "slot_stream_oldest_pending_seconds{") {
 			got = append(got, name)
 		}
 	}
-	want := `slot_stream_oldest_pending_seconds{family="events",group="short",user="long"}`
-	if len(got) != 1 || got[0] != want {
-		t.Errorf("group series %.200q, want only %s", got, want)
-	}
-	exportertest.Expect(t, m, map[string]float64{`slot_stream_pending{family="events"}`: 2})
+	return got
 }
