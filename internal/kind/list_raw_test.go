@@ -2,6 +2,7 @@ package kind
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -64,5 +65,87 @@ func TestListRawReadsMatchGoRedis(t *testing.T) {
 	}
 	if got[0].Status != redisread.OK || got[0].Value != 3 {
 		t.Errorf("the big queue: %+v", got[0])
+	}
+}
+
+// TestClusterListKeysReadRawByNode: in a cluster, lists read by name (a
+// literal match, keys read every sweep) are read raw from each key's own
+// node: the same as go-redis through the cluster client, key by key, and
+// a 16 MB head is never held whole.
+func TestClusterListKeysReadRawByNode(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	cc := cl.Client()
+	ctx := context.Background()
+	big := strings.Repeat("h", 16<<20)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var keys []string
+	for i := range 30 {
+		k := fmt.Sprintf("q:%d", i)
+		must(cc.RPush(ctx, k, i, "y").Err())
+		keys = append(keys, k)
+	}
+	must(cc.RPush(ctx, "q:big", big, "small").Err())
+	must(cc.Set(ctx, "q:str", "not a list", 0).Err())
+	keys = append(keys, "q:big", "q:str", "q:none")
+	l := listReads{left: true}
+	want := make([]redisread.KeyRead, len(keys))
+	must(l.Read(ctx, cc, keys, want))
+	rd := redisread.NewReader(false)
+	defer rd.Close()
+	read := func(keys []string) []redisread.KeyRead {
+		t.Helper()
+		out := make(chan []redisread.KeyRead, len(keys))
+		must(rd.ReadKeysFrom(ctx, cc, &redisread.Plan{Reads: &l}, keys, nil, out))
+		close(out)
+		var got []redisread.KeyRead
+		for b := range out {
+			got = append(got, b...)
+		}
+		return got
+	}
+	got := read(keys)
+	if len(got) != len(keys) {
+		t.Fatalf("%d reads of %d keys", len(got), len(keys))
+	}
+	for i := range keys {
+		if g, w := got[i], want[i]; g.Key != w.Key || g.Status != w.Status || g.Skip != w.Skip || g.Value != w.Value || g.Extra != w.Extra {
+			t.Errorf("%s: raw by node %+v, go-redis %+v", keys[i], g, w)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got = read([]string{"q:big"})
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+		t.Errorf("reading a 16 MB head in a cluster allocated %d bytes", n)
+	}
+	if got[0].Status != redisread.OK || got[0].Value != 2 {
+		t.Errorf("the big queue: %+v", got[0])
+	}
+
+	// A key whose slot is being migrated, already moved: the raw read by
+	// node is redirected (ASK) and misses it; ReadBatch, which reads again
+	// what moved, follows the redirection through go-redis.
+	slot64, err := cc.ClusterKeySlot(ctx, "q:0").Result()
+	must(err)
+	slot := int(slot64)
+	from := cl.SlotOwner(slot)
+	to := cl.OtherMaster(from)
+	must(cl.BeginMigration(ctx, slot, from, to))
+	if _, err := cl.MoveKeys(ctx, slot, from, to, 100, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := read([]string{"q:0"}); got[0].Status != redisread.Missed {
+		t.Errorf("a key migrated away, read raw by node: %+v, want missed", got[0])
+	}
+	again, err := rd.ReadBatch(ctx, cc, &redisread.Plan{Reads: &l}, []string{"q:0"})
+	must(err)
+	if again[0].Status != redisread.OK || again[0].Value != 2 {
+		t.Errorf("a key migrated away, read again through the cluster client: %+v", again[0])
 	}
 }

@@ -350,10 +350,16 @@ func (rd *Reader) readPages(ctx context.Context, c redis.Cmdable, p *Plan, pos *
 }
 
 // ReadBatch reads one batch of keys in one go, for callers that handle
-// batches themselves.
+// batches themselves: keys that moved between a cluster's nodes mid-sweep.
+// Through a cluster client it reads with go-redis, which follows MOVED and
+// ASK (ASKING included) to wherever each key is by now; the raw reads by
+// node would find a key of a slot being migrated redirected again.
 func (rd *Reader) ReadBatch(ctx context.Context, c redis.Cmdable, p *Plan, keys []string) ([]KeyRead, error) {
 	if err := p.wait(ctx, len(keys)); err != nil {
 		return nil, err
+	}
+	if _, ok := c.(*redis.ClusterClient); ok {
+		return p.read(ctx, c, keys)
 	}
 	return rd.readBatch(ctx, c, p, keys)
 }
