@@ -22,26 +22,20 @@ func TestListRawReadsMatchGoRedis(t *testing.T) {
 	rc := redistest.Start(t).Client()
 	ctx := context.Background()
 	big := strings.Repeat("h", 16<<20)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(rc.RPush(ctx, "q:a", "x", "y", "z").Err())
-	must(rc.RPush(ctx, "q:ttl", "1", "2").Err())
-	must(rc.PExpire(ctx, "q:ttl", time.Hour).Err())
-	must(rc.Set(ctx, "q:str", "not a list", 0).Err())
-	must(rc.RPush(ctx, "q:big", big, big, "small").Err())
+	mustNil(t, rc.RPush(ctx, "q:a", "x", "y", "z").Err())
+	mustNil(t, rc.RPush(ctx, "q:ttl", "1", "2").Err())
+	mustNil(t, rc.PExpire(ctx, "q:ttl", time.Hour).Err())
+	mustNil(t, rc.Set(ctx, "q:str", "not a list", 0).Err())
+	mustNil(t, rc.RPush(ctx, "q:big", big, big, "small").Err())
 	keys := []string{"q:a", "q:ttl", "q:none", "q:str", "q:big"}
 	conn, err := resp.Dial(ctx, rc, false)
-	must(err)
+	mustNil(t, err)
 	defer conn.Close()
 	for _, l := range []listReads{{left: false}, {left: true}, {left: true, withTTL: true}, {withTTL: true}} {
 		want := make([]redisread.KeyRead, len(keys))
-		must(l.Read(ctx, rc, keys, want))
+		mustNil(t, l.Read(ctx, rc, keys, want))
 		got := make([]redisread.KeyRead, len(keys))
-		must(l.ReadRaw(ctx, conn, keys, got))
+		mustNil(t, l.ReadRaw(ctx, conn, keys, got))
 		for i := range keys {
 			w, g := want[i], got[i]
 			if d := g.PTTL - w.PTTL; d < -1000 || d > 1000 {
@@ -58,7 +52,7 @@ func TestListRawReadsMatchGoRedis(t *testing.T) {
 	got := make([]redisread.KeyRead, 1)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	must(l.ReadRaw(ctx, conn, []string{"q:big"}, got))
+	mustNil(t, l.ReadRaw(ctx, conn, []string{"q:big"}, got))
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
 		t.Errorf("reading a 16 MB head allocated %d bytes", n)
@@ -77,30 +71,24 @@ func TestClusterListKeysReadRawByNode(t *testing.T) {
 	cc := cl.Client()
 	ctx := context.Background()
 	big := strings.Repeat("h", 16<<20)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	var keys []string
 	for i := range 30 {
 		k := fmt.Sprintf("q:%d", i)
-		must(cc.RPush(ctx, k, i, "y").Err())
+		mustNil(t, cc.RPush(ctx, k, i, "y").Err())
 		keys = append(keys, k)
 	}
-	must(cc.RPush(ctx, "q:big", big, "small").Err())
-	must(cc.Set(ctx, "q:str", "not a list", 0).Err())
+	mustNil(t, cc.RPush(ctx, "q:big", big, "small").Err())
+	mustNil(t, cc.Set(ctx, "q:str", "not a list", 0).Err())
 	keys = append(keys, "q:big", "q:str", "q:none")
 	l := listReads{left: true}
 	want := make([]redisread.KeyRead, len(keys))
-	must(l.Read(ctx, cc, keys, want))
+	mustNil(t, l.Read(ctx, cc, keys, want))
 	rd := redisread.NewReader(false)
 	defer rd.Close()
 	read := func(keys []string) []redisread.KeyRead {
 		t.Helper()
 		out := make(chan []redisread.KeyRead, len(keys))
-		must(rd.ReadKeysFrom(ctx, cc, &redisread.Plan{Reads: &l}, keys, nil, out))
+		mustNil(t, rd.ReadKeysFrom(ctx, cc, &redisread.Plan{Reads: &l}, keys, nil, out))
 		close(out)
 		var got []redisread.KeyRead
 		for b := range out {
@@ -132,11 +120,11 @@ func TestClusterListKeysReadRawByNode(t *testing.T) {
 	// node is redirected (ASK) and misses it; ReadBatch, which reads again
 	// what moved, follows the redirection through go-redis.
 	slot64, err := cc.ClusterKeySlot(ctx, "q:0").Result()
-	must(err)
+	mustNil(t, err)
 	slot := int(slot64)
 	from := cl.SlotOwner(slot)
 	to := cl.OtherMaster(from)
-	must(cl.BeginMigration(ctx, slot, from, to))
+	mustNil(t, cl.BeginMigration(ctx, slot, from, to))
 	if _, err := cl.MoveKeys(ctx, slot, from, to, 100, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +132,7 @@ func TestClusterListKeysReadRawByNode(t *testing.T) {
 		t.Errorf("a key migrated away, read raw by node: %+v, want missed", got[0])
 	}
 	again, err := rd.ReadBatch(ctx, cc, &redisread.Plan{Reads: &l}, []string{"q:0"})
-	must(err)
+	mustNil(t, err)
 	if again[0].Status != redisread.OK || again[0].Value != 2 {
 		t.Errorf("a key migrated away, read again through the cluster client: %+v", again[0])
 	}
