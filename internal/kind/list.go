@@ -19,10 +19,11 @@ import (
 // holds queues to replay them (a held queue whose TTL ran out is gone,
 // as a full read would find it, before Redis gets round to deleting it
 // and client tracking names it). No command gives part of a list
-// element: LINDEX sends it whole. On a plain client the element is hashed
-// as it streams over a raw connection and never held (ReadRaw); through
-// go-redis (a cluster's router, a client it cannot dial raw) it is read
-// whole first, and a batch's heads are in memory together.
+// element: LINDEX sends it whole. Over a raw connection (a plain client,
+// or each key's node of a cluster) the element is hashed as it streams and
+// never held (ReadRaw); through go-redis (a client it cannot dial raw, or
+// the cluster client re-reading keys that moved mid-sweep) it is read whole
+// first, and a batch's heads are in memory together.
 //
 // track.HeadTracker remembers which element is next in each queue and
 // since when (the first sweep that saw it next). An element next for
