@@ -115,6 +115,15 @@ type Replayer interface {
 	Replay(sw *Sweep) int
 }
 
+// Survivals is a kind whose holds are each named afresh (a slot's member,
+// a lock's token), so that a hold read in two sweeps lived through what
+// happened in between: a FLUSHDB of its database would have ended it.
+type Survivals interface {
+	// Survived is how many holds this sweep read that an earlier sweep
+	// read too.
+	Survived() int
+}
+
 // remaining is a held expiry (Redis ms, -1: none) as a PTTL at now, and
 // whether the key still exists then.
 func remaining(expiry, now int64) (int64, bool) {

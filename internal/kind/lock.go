@@ -183,6 +183,8 @@ func (t *lock) apply(sw *Sweep, k Key, token uint64) {
 	sw.Floor.Add(k.UserHash, k.User, 1, flags)
 }
 
+func (t *lock) Survived() int { return t.members.SeenAgain() }
+
 func (t *lock) End(sw *Sweep, lost, deferEnds bool) Ended {
 	t.last = t.cur
 	if deferEnds {

@@ -375,6 +375,8 @@ func (t *slotSet) apply(sw *Sweep, k Key) {
 	sw.Floor.Add(k.UserHash, k.User, used, flags)
 }
 
+func (t *slotSet) Survived() int { return t.members.SeenAgain() }
+
 func (t *slotSet) End(sw *Sweep, lost, deferEnds bool) Ended {
 	if deferEnds {
 		t.last = t.cur

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -188,4 +189,80 @@ func stopReplica(t *testing.T, s *redistest.Server, stop bool) {
 		sig = syscall.SIGSTOP
 	}
 	exportertest.Must(t, syscall.Kill(s.PID(), sig))
+}
+
+// TestFlushOfAnotherDatabaseLosesNothing: a server with a cache in another
+// database, which a deploy flushes. Redis counts the FLUSHDB without
+// saying which database it emptied; the family's holds read again after it
+// show it was not theirs, so a hold released beside it is released, not
+// lost, and nobody is paged. A FLUSHDB of the family's own database, with
+// new holds written at once, is still a loss.
+func TestFlushOfAnotherDatabaseLosesNothing(t *testing.T) {
+	cases := []struct {
+		name  string
+		flush func(t *testing.T, admin, cache *redis.Client)
+		lost  float64
+	}{
+		{"FLUSHDB of the cache", func(t *testing.T, _, cache *redis.Client) {
+			exportertest.Must(t, cache.FlushDB(ctx).Err())
+		}, 0},
+		{"SWAPDB of two other databases", func(t *testing.T, admin, _ *redis.Client) {
+			exportertest.Must(t, admin.Do(ctx, "SWAPDB", 5, 6).Err())
+		}, 0},
+		{"CONFIG RESETSTAT then FLUSHDB of the cache", func(t *testing.T, admin, cache *redis.Client) {
+			exportertest.Must(t, admin.ConfigResetStat(ctx).Err())
+			exportertest.Must(t, cache.FlushDB(ctx).Err())
+		}, 0},
+		{"FLUSHDB of its own database, new holds written at once", func(t *testing.T, admin, _ *redis.Client) {
+			exportertest.Must(t, admin.FlushDB(ctx).Err())
+			seedHolds(t, admin, "w", 3, 1, exportertest.RedisTime(t, admin)+115_000)
+		}, 19}, // the release just before the flush cannot be told apart
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			admin := srv.Client()
+			cache := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 5, DisableIdentity: true})
+			t.Cleanup(func() { _ = cache.Close() })
+			exportertest.Must(t, cache.Set(ctx, "page:/", "<html>", 0).Err())
+			seedHolds(t, admin, "u", 10, 2, exportertest.RedisTime(t, admin)+115_000)
+			e := newExporter(t, configYAML(addrBlock(srv.Addr), quickSampling, streamsFamily))
+			e.sweep()
+			exportertest.Must(t, admin.ZRem(ctx, streamKey("u0"), "s0").Err())
+			e.sweep()
+			exportertest.Expect(t, e.metrics(), map[string]float64{releasedS: 1, lostS: 0, liveS: 19})
+			e.logs.Take()
+
+			// A hold released in the same sweep as the flush.
+			exportertest.Must(t, admin.ZRem(ctx, streamKey("u1"), "s0").Err())
+			c.flush(t, admin, cache)
+			e.sweep()
+			if c.lost > 0 {
+				exportertest.Expect(t, e.metrics(), map[string]float64{lostS: c.lost, releasedS: 1, liveS: 3})
+				if w := e.records(slog.LevelWarn, "holds lost"); len(w) != 1 {
+					t.Errorf("want one warning of lost holds, got %+v", w)
+				}
+				return
+			}
+			exportertest.Expect(t, e.metrics(), map[string]float64{lostS: 0, releasedS: 2, expiredS: 0, liveS: 18})
+			recs := e.logs.Take()
+			var warned, told int
+			for _, r := range recs {
+				switch {
+				case r.Level == slog.LevelWarn && strings.Contains(r.Msg, "holds lost"):
+					warned++
+				case r.Level == slog.LevelInfo && strings.Contains(r.Msg, "emptied another database") && r.Attrs["holds_in_place"] == "18":
+					told++
+				}
+			}
+			if warned != 0 || told != 1 {
+				t.Errorf("want no lost warning and one record of 18 holds in place, got %+v", recs)
+			}
+
+			// The next flush of the family's own database is a loss.
+			exportertest.Must(t, admin.FlushDB(ctx).Err())
+			e.sweep()
+			exportertest.Expect(t, e.metrics(), map[string]float64{lostS: 18, releasedS: 2, liveS: 0})
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
@@ -12,7 +13,9 @@ import (
 //   - a server restart or a failover to another server: INFO run_id
 //     changes (a Sentinel failover promotes a server with its own run_id);
 //   - FLUSHALL, FLUSHDB and SWAPDB: their call counts in INFO commandstats
-//     grow (or, after a CONFIG RESETSTAT, are above 0 again);
+//     grow (or, after a CONFIG RESETSTAT, are above 0 again); a FLUSHDB
+//     or SWAPDB that left holds in place emptied another database
+//     (endsLost);
 //   - a reload that points the family at a different Redis (markMoved).
 //
 // What it cannot tell apart: a failover inside a cluster shard keeps the
@@ -25,7 +28,15 @@ type lostWatch struct {
 	// recording the new identity, and the vanished holds must still count
 	// as lost when a later sweep ends them.
 	suspect bool
-	warned  bool
+	// unlessSurvived is set when the only sign was a FLUSHDB or SWAPDB
+	// on a family read from one server. Redis does not say which
+	// database it emptied, and a server with several is often flushed
+	// one database at a time (a cache, a test database beside the
+	// holds). A flush empties its database whole: a hold read before it
+	// and read again after it shows that the family's database was not
+	// the one, and what ended in between ended as usual (endsLost).
+	unlessSurvived bool
+	warned         bool
 	// movedFrom are the identities of the servers read before a reload
 	// that changed the address (not the database): if the first sweep
 	// after it finds the same servers (a host-name alias, another Sentinel
@@ -39,7 +50,7 @@ func newLostWatch() lostWatch { return lostWatch{nodes: map[string]topology.Iden
 // tracked from the old one and is not seen again is lost. sameDB is false
 // when the database changed: another dataset, even on the same server.
 func (l *lostWatch) markMoved(sameDB bool) {
-	l.suspect = true
+	l.suspect, l.unlessSurvived = true, false
 	l.movedFrom = nil
 	if sameDB {
 		l.movedFrom = map[string]topology.Identity{}
@@ -72,11 +83,18 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 			// CONFIG RESETSTAT zeroes the counts: a flush after it may
 			// leave the count where it was, but not at 0.
 			reset := id.Commands < prev.Commands
-			if prev.RunID != id.RunID || id.Flushes > prev.Flushes || reset && id.Flushes > 0 {
-				l.suspect, vanished = true, true
+			switch {
+			case prev.RunID != id.RunID || id.FlushAlls > prev.FlushAlls || reset && id.FlushAlls > 0:
+				l.vanish(false)
+				vanished = true
+			case id.DBFlushes > prev.DBFlushes || reset && id.DBFlushes > 0:
+				// A cluster's nodes have database 0 alone, and a hold
+				// read again on one node says nothing of another's.
+				l.vanish(len(nodes) == 1)
+				vanished = true
 			}
 		}
-		if old, ok := moved[id.RunID]; !ok || id.Flushes > old.Flushes || id.Commands < old.Commands {
+		if old, ok := moved[id.RunID]; !ok || id.Flushes() > old.Flushes() || id.Commands < old.Commands {
 			sameServers = false
 		}
 		l.nodes[n.Addr] = id
@@ -85,4 +103,35 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 		l.suspect = false
 	}
 	return vanished
+}
+
+// vanish records a sign that data vanished; oneDB: a FLUSHDB or SWAPDB on
+// a family read from one server, which may have emptied another database.
+// A sure sign is not weakened by a later unsure one.
+func (l *lostWatch) vanish(oneDB bool) {
+	l.unlessSurvived = oneDB && (!l.suspect || l.unlessSurvived)
+	l.suspect = true
+}
+
+// endsLost decides, for a sweep that ends holds, whether what it ends is
+// lost, and clears the suspicion. After a FLUSHDB or SWAPDB alone, holds
+// of the kind that this sweep read and an earlier one read too
+// (kind.Survivals) show the flush emptied another database. An
+// application that writes a hold back under the same identity within a
+// sweep of a flush of its own database would read as one; the recipes and
+// libraries this watches name each hold afresh (a request id, a random
+// token). A kind that cannot tell keeps what ends as lost.
+func (l *lostWatch) endsLost(tracker kind.Tracker, log *slog.Logger) bool {
+	if !l.suspect {
+		return false
+	}
+	l.suspect = false
+	if s, ok := tracker.(kind.Survivals); ok && l.unlessSurvived {
+		if n := s.Survived(); n > 0 {
+			log.Info("a FLUSHDB or SWAPDB on the server left holds of this family in place: it emptied another database, and what ended counts as released or expired",
+				"holds_in_place", n)
+			return false
+		}
+	}
+	return true
 }

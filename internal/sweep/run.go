@@ -264,10 +264,7 @@ func (f *family) finish(ctx context.Context, run *sweepRun) gauges {
 
 	// A deferred sweep ends nothing, and a restart it noticed is for the
 	// sweep that does.
-	lost := st.lost.suspect && !deferEnds
-	if !deferEnds {
-		st.lost.suspect = false
-	}
+	lost := !deferEnds && st.lost.endsLost(st.tracker, f.log())
 	run.ReadBy = run.Now + time.Since(run.after).Milliseconds()
 	if !deferEnds {
 		run.Unwatched, st.unwatched = st.unwatched, false

@@ -16,8 +16,10 @@ import (
 // SWAPDB calls since it started). Together they tell vanished data from
 // holds that ended.
 type Identity struct {
-	RunID   string
-	Flushes int64
+	RunID string
+	// FlushAlls empty every database; DBFlushes (FLUSHDB and SWAPDB) one
+	// or two of them, which Redis does not say: maybe not the family's.
+	FlushAlls, DBFlushes int64
 	// Commands is total_commands_processed. CONFIG RESETSTAT zeroes it
 	// with the flush counts; it never goes down otherwise, so a drop
 	// says that the counts restarted from 0.
@@ -39,10 +41,14 @@ func Identify(ctx context.Context, c redis.Cmdable) (Identity, error) {
 	id := Identity{RunID: redisinfo.Field(s, "run_id")}
 	if cs, err := cmdStats.Result(); err == nil {
 		st := commandstats.Parse(cs)
-		id.Flushes = st["flushall"].Calls + st["flushdb"].Calls + st["swapdb"].Calls
+		id.FlushAlls = st["flushall"].Calls
+		id.DBFlushes = st["flushdb"].Calls + st["swapdb"].Calls
 	}
 	if st, err := stats.Result(); err == nil {
 		id.Commands, _ = strconv.ParseInt(redisinfo.Field(st, "total_commands_processed"), 10, 64)
 	}
 	return id, nil
 }
+
+// Flushes is how often the server's data was flushed or swapped away.
+func (id Identity) Flushes() int64 { return id.FlushAlls + id.DBFlushes }

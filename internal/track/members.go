@@ -132,6 +132,9 @@ type MemberTracker struct {
 	replayed     []Replayed // scratch for Replay
 	// newGen: Begin was called and nothing observed since.
 	newGen bool
+	// again counts the members observed since Begin that an earlier
+	// sweep saw too.
+	again int
 }
 
 // memberParts is the number of parts; a member's part is the low bits of
@@ -193,7 +196,11 @@ func (p *memberPart) resize(n int) {
 // Begin starts a sweep: what it observes is a generation of its own even
 // when Redis time has not moved since the last sweep (two sweeps within a
 // millisecond, which a sweep that reads only what changed makes common).
-func (t *MemberTracker) Begin() { t.newGen = true }
+func (t *MemberTracker) Begin() { t.newGen, t.again = true, 0 }
+
+// SeenAgain is how many members observed since Begin an earlier sweep saw
+// too.
+func (t *MemberTracker) SeenAgain() int { return t.again }
 
 // enter makes the sweep at Redis time now (ms) the current generation, on
 // the first member it observes or replays.
@@ -232,6 +239,7 @@ func (t *MemberTracker) Observe(h uint64, keyHash uint64, score float64, now int
 	case s.gen() == t.gen:
 		return Observation{State: s.state(), Duplicate: true}
 	default:
+		t.again++
 		if d := (score - t.score(s)) * rules.Unit; d > 0 && !math.IsInf(d, 0) {
 			n := int64(math.Round(d / rules.Heartbeat))
 			if n < 1 {

@@ -176,15 +176,25 @@ func TestLockScenario(t *testing.T) {
 	exportertest.Expect(t, mc, map[string]float64{metric("slot_exporter_user_series_dropped"): 2})
 	t.Logf("/metrics excerpt:\n%s", excerpt(t, h, "jobs_lock"))
 
-	// The data vanishes: the five locks still held end as lost.
+	// A FLUSHDB of another database, and a lock released beside it: the
+	// locks read again show that the flush was not of theirs.
+	cache := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 9, DisableIdentity: true})
+	t.Cleanup(func() { _ = cache.Close() })
+	exportertest.Must(t, cache.Set(ctx, "page:/", "<html>", 0).Err())
+	exportertest.Must(t, rc.Del(ctx, "t:lock:ok").Err())
+	exportertest.Must(t, cache.FlushDB(ctx).Err())
+	s.sweep()
+	exportertest.Expect(t, h.Metrics(), map[string]float64{outcome("released"): 3, outcome("lost"): 0})
+
+	// The data vanishes: the four locks still held end as lost.
 	exportertest.Must(t, rc.FlushAll(ctx).Err())
 	s.sweep()
 	exportertest.Expect(t, h.Metrics(), map[string]float64{
 		state("live"): 0, state("zombie"): 0, state("future"): 0,
 		metric("slot_sets_without_ttl"):            0,
-		outcome("released"):                        2,
+		outcome("released"):                        3,
 		outcome("expired"):                         2,
-		outcome("lost"):                            5,
+		outcome("lost"):                            4,
 		metric("slot_hold_duration_seconds_count"): 9,
 		metric("slot_users_active"):                0,
 	})
