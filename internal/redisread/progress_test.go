@@ -76,6 +76,75 @@ func TestReadsGoOnFromProgress(t *testing.T) {
 	}
 }
 
+// TestReadsGoOnFromProgressAsTheTableGrows: an attempt cut off in the
+// middle of a SCAN page, then writes that grow Redis's table to twice the
+// buckets, and the next attempt's SCAN from the same cursor ends its page
+// far sooner: the keys the cut-off attempt handed over come in the pages
+// after it too. Every key there from the start is still read exactly
+// once; a key written in between at most once. (Kept only for the page
+// itself, the handed keys were read again; a lock whose token changed in
+// between counted twice for its user.)
+func TestReadsGoOnFromProgressAsTheTableGrows(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	const n, batch, grow = 600, 10, 1000
+	for _, path := range bothPaths(c) {
+		t.Run(path.name, func(t *testing.T) {
+			if err := c.FlushDB(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			all := oneMemberSets(t, c, n)
+			rd := NewReader(false)
+			defer rd.Close()
+			p := zsetPlan(1000, 10, Edges{})
+			var pos Progress
+			seen := map[string]int{}
+			grown := false
+			for calls := 1; !pos.Done; calls++ {
+				if calls > 10*(n+grow) {
+					t.Fatalf("no end after %d calls: %+v", calls, pos)
+				}
+				p.Budget = rate.NewLimiter(rate.Every(time.Hour), batch)
+				keys, err := readCutOff(t, func(ctx context.Context, out chan<- []KeyRead) error {
+					return rd.ScanNodeFrom(ctx, path.c, p, &pos, out)
+				})
+				if err != nil && ctx.Err() != nil {
+					t.Fatal(err)
+				}
+				for _, k := range keys {
+					seen[k]++
+				}
+				if !grown && pos.Sent != nil && len(seen) > batch {
+					// Cut off inside a page: 1600 keys take the table
+					// from 1024 buckets to 2048.
+					grown = true
+					pipe := c.Pipeline()
+					for i := range grow {
+						pipe.ZAdd(ctx, fmt.Sprintf("s:{g%d}", i), redis.Z{Score: 1, Member: "m"})
+					}
+					if _, err := pipe.Exec(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if !grown {
+				t.Fatal("no attempt was cut off inside a page: the test proves nothing")
+			}
+			for _, k := range all {
+				if seen[k] != 1 {
+					t.Errorf("%s read %d times", k, seen[k])
+				}
+			}
+			for k, times := range seen {
+				if times > 1 {
+					t.Errorf("%s read %d times", k, times)
+				}
+			}
+		})
+	}
+}
+
 // TestPacedScanReadsEachPageAsScanned: under the CPU pace a SCAN does not
 // run ahead of the reads. Each page is scanned when the reads have waited
 // for the pace, and read whole as soon as it comes, so that Redis finds

@@ -3,6 +3,7 @@ package redisread
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -153,14 +154,15 @@ func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, po
 	}
 	scanErr := make(chan error, 1)
 	count := p.ScanPage()
-	var cursor uint64
+	var cursor, sentUntil uint64
 	var sent map[string]struct{}
 	if pos != nil {
-		cursor, sent = pos.Cursor, pos.Sent
+		// A copy: the reads add to pos.Sent as they hand batches over.
+		cursor, sent, sentUntil = pos.Cursor, maps.Clone(pos.Sent), pos.SentUntil
 	}
 	go func() {
 		defer close(pages)
-		first, asked := true, false
+		asked := false
 		for {
 			if ask != nil && !asked {
 				select {
@@ -175,12 +177,15 @@ func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, po
 				scanErr <- fmt.Errorf("SCAN: %w", err)
 				return
 			}
-			if first && len(sent) > 0 {
-				// The page a cut-off attempt was in the middle of: its
+			if len(sent) > 0 {
+				// The page a cut-off attempt was in the middle of, and
+				// the pages it may have spread to since (Progress): its
 				// keys handed over then are not read twice.
 				keys = slices.DeleteFunc(keys, func(k string) bool { _, ok := sent[k]; return ok })
+				if !scanBefore(next, sentUntil) {
+					sent = nil
+				}
 			}
-			first = false
 			// A page with none of the plan's keys was not asked
 			// for: the reads still wait for one.
 			asked = true
@@ -218,7 +223,7 @@ func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, po
 	err := <-scanErr
 	if err == nil && pos != nil {
 		// The last pages may have held none of the plan's keys.
-		pos.Done, pos.Sent = true, nil
+		pos.Done, pos.Sent, pos.SentUntil = true, nil, 0
 	}
 	return err
 }
