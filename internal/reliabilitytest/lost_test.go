@@ -90,13 +90,7 @@ func TestVanishedDataIsLost(t *testing.T) {
 			// A server that was flushed once before (at deployment): the
 			// flush count does not start at 0.
 			exportertest.Must(t, admin.FlushAll(ctx).Err())
-			seedHolds(t, admin, "u", 10, 2, exportertest.RedisTime(t, admin)+115_000)
-			e := newExporter(t, configYAML(addrBlock(srv.Addr), quickSampling, streamsFamily))
-			e.sweep()
-			exportertest.Must(t, admin.ZRem(ctx, streamKey("u0"), "s0").Err())
-			e.sweep()
-			exportertest.Expect(t, e.metrics(), map[string]float64{releasedS: 1, lostS: 0, liveS: 19})
-			e.logs.Take()
+			e := nineteenHolds(t, srv, admin)
 
 			now := c.vanish(t, srv, admin, e)
 			exportertest.WaitFor(t, 2*time.Minute, "a sweep of what the family reads now", func() bool { return e.trySweep() == nil })
@@ -119,6 +113,20 @@ func TestVanishedDataIsLost(t *testing.T) {
 			exportertest.Expect(t, e.metrics(), map[string]float64{lostS: 19, releasedS: 2, liveS: 2, acquiresS: 23})
 		})
 	}
+}
+
+// nineteenHolds starts an exporter on srv after 20 holds, of which it has
+// seen one released.
+func nineteenHolds(t *testing.T, srv *redistest.Server, admin *redis.Client) *exporter {
+	t.Helper()
+	seedHolds(t, admin, "u", 10, 2, exportertest.RedisTime(t, admin)+115_000)
+	e := newExporter(t, configYAML(addrBlock(srv.Addr), quickSampling, streamsFamily))
+	e.sweep()
+	exportertest.Must(t, admin.ZRem(ctx, streamKey("u0"), "s0").Err())
+	e.sweep()
+	exportertest.Expect(t, e.metrics(), map[string]float64{releasedS: 1, lostS: 0, liveS: 19})
+	e.logs.Take()
+	return e
 }
 
 // TestReloadToTheSameRedisLosesNothing: a reload that changes the client
@@ -225,13 +233,7 @@ func TestFlushOfAnotherDatabaseLosesNothing(t *testing.T) {
 			cache := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 5, DisableIdentity: true})
 			t.Cleanup(func() { _ = cache.Close() })
 			exportertest.Must(t, cache.Set(ctx, "page:/", "<html>", 0).Err())
-			seedHolds(t, admin, "u", 10, 2, exportertest.RedisTime(t, admin)+115_000)
-			e := newExporter(t, configYAML(addrBlock(srv.Addr), quickSampling, streamsFamily))
-			e.sweep()
-			exportertest.Must(t, admin.ZRem(ctx, streamKey("u0"), "s0").Err())
-			e.sweep()
-			exportertest.Expect(t, e.metrics(), map[string]float64{releasedS: 1, lostS: 0, liveS: 19})
-			e.logs.Take()
+			e := nineteenHolds(t, srv, admin)
 
 			// A hold released in the same sweep as the flush.
 			exportertest.Must(t, admin.ZRem(ctx, streamKey("u1"), "s0").Err())
