@@ -2,7 +2,9 @@ package simulator_test
 
 import (
 	"context"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -107,7 +109,19 @@ func TestShapesAndGroundTruth(t *testing.T) {
 		Seed: 7,
 	}
 	s := start(t, c, o)
-	time.Sleep(1200 * time.Millisecond)
+	// Until every kind of event has happened at least once: how long
+	// that takes depends on the machine, not on the simulator.
+	truthCounts := func(tr simulator.Truth) map[string]int64 {
+		return map[string]int64{
+			"acquired": tr.Acquired, "released": tr.Released, "denied": tr.Denied, "crashed": tr.Crashed,
+			"zombies": tr.Zombies, "future": tr.Future, "counters_leaked": tr.CountersLeaked, "heartbeats": tr.Heartbeats,
+		}
+	}
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if !slices.Contains(slices.Collect(maps.Values(truthCounts(s.Truth()))), 0) {
+			break
+		}
+	}
 	s.Stop()
 	stopped := time.Now()
 	tr := s.Truth()
@@ -117,10 +131,7 @@ func TestShapesAndGroundTruth(t *testing.T) {
 	if tr.Errors != 0 {
 		t.Fatalf("%d Redis errors", tr.Errors)
 	}
-	for name, v := range map[string]int64{
-		"acquired": tr.Acquired, "released": tr.Released, "denied": tr.Denied, "crashed": tr.Crashed,
-		"zombies": tr.Zombies, "future": tr.Future, "counters_leaked": tr.CountersLeaked, "heartbeats": tr.Heartbeats,
-	} {
+	for name, v := range truthCounts(tr) {
 		if v == 0 {
 			t.Errorf("truth %s is 0", name)
 		}
