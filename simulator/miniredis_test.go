@@ -53,7 +53,14 @@ func TestRecipesOnMiniredis(t *testing.T) {
 			MinIdle: 150 * time.Millisecond, RestartDelay: 30 * time.Millisecond, MaxHold: 600 * time.Millisecond, MaxDeliveries: 3,
 			Healthy: 1, DeadConsumer: 1, Poison: 1, Lagging: 1},
 	})
-	time.Sleep(1500 * time.Millisecond)
+	// Until each actor has done what the checks below look for: how long
+	// that takes depends on the machine.
+	waitFor(t, 2*time.Minute, "every actor's events", func() bool {
+		tr := s.Truth()
+		r, l, q, st := tr.RateLimits, tr.Locks, tr.ListQueues, tr.StreamQueues
+		return r.Refused > 0 && l.Released > 0 && q.Completed > 0 && q.Orphaned >= 1 &&
+			st.ConsumersDead >= 1 && st.PendingStuck >= 1 && st.Redelivered >= 1
+	})
 	s.Pause()
 	close(stop)
 	<-ticked // miniredis's clock stands still from here: nothing expires during the reads

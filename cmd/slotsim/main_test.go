@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -22,17 +23,24 @@ func TestIncidentScenario(t *testing.T) {
 		"--users", "100", "--limit", "3", "--stream-rate", "200", "--stream-duration", "10s",
 		"--ttl", "10s", "--heartbeat-interval", "200ms",
 		"--crash-rate", "0", "--zombie-rate", "0.05", "--future-rate", "0.05", "--counter-leak-rate", "0.1",
-		"--kill-at", "1s", "--kill-share", "0.5", "--duration", "2500ms", "--truth-file", truthFile,
+		"--kill-at", "1s", "--kill-share", "0.5", "--duration", "3500ms", "--truth-file", truthFile,
 	}
 	var stdout, stderr bytes.Buffer
 	done := make(chan int)
 	go func() { done <- run(args, &stdout, &stderr, nil) }()
 
-	// The truth file is readable while slotsim runs, and shows the kill.
-	deadline := time.Now().Add(2200 * time.Millisecond)
+	// The truth file is readable while slotsim runs, and shows the kill
+	// (written as it happens, at 1 s of the run's 3.5).
 	var mid simulator.Truth
-	for time.Now().Before(deadline) && mid.Killed == 0 {
-		time.Sleep(50 * time.Millisecond)
+	var code int
+	ended := false
+	for !ended && mid.Killed == 0 {
+		select {
+		case code = <-done:
+			ended = true
+			continue
+		case <-time.After(50 * time.Millisecond):
+		}
 		if b, err := os.ReadFile(truthFile); err == nil {
 			if err := json.Unmarshal(b, &mid); err != nil {
 				t.Fatalf("truth file %q: %v", b, err)
@@ -42,12 +50,12 @@ func TestIncidentScenario(t *testing.T) {
 	if mid.Killed == 0 {
 		t.Fatalf("truth file did not show the kill while running: %+v", mid)
 	}
-
-	var code int
-	select {
-	case code = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("slotsim did not end after --duration")
+	if !ended {
+		select {
+		case code = <-done:
+		case <-time.After(2 * time.Minute):
+			t.Fatal("slotsim did not end after --duration")
+		}
 	}
 	if code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
@@ -87,7 +95,18 @@ func TestSignalStops(t *testing.T) {
 		done <- run([]string{"--redis.addr", srv.Addr, "--users", "10", "--stream-rate", "50", "--stream-duration", "1s",
 			"--ttl", "2s", "--heartbeat-interval", "100ms"}, &stdout, &stderr, sig)
 	}()
-	time.Sleep(500 * time.Millisecond)
+	// Once a stream has acquired (its slot set exists): the truth on
+	// stdout must show one.
+	c := srv.Client()
+	acquired := func() bool {
+		keys, _, _ := c.Scan(context.Background(), 0, simulator.DefaultKeyPrefix+"*", 1000).Result()
+		return len(keys) > 0
+	}
+	for deadline := time.Now().Add(2 * time.Minute); !acquired(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("slotsim wrote nothing to Redis in 2 minutes")
+		}
+	}
 	sig <- syscall.SIGTERM
 	select {
 	case code := <-done:
