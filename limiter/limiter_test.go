@@ -338,16 +338,19 @@ func TestNoRefreshKeyExpiresUnderLiveSlot(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()
-	l := limiter.New(c, opts(200*time.Millisecond, nil)) // key PEXPIRE 400ms
+	// A slot's ttl of a second: a heartbeat every 50 ms keeps it even on
+	// a machine that stalls the test for most of a second.
+	l := limiter.New(c, opts(time.Second, nil)) // key PEXPIRE 2s
 	good, bad := "joishi:streams:{good}", "joishi:streams:{bad}"
 	for _, k := range []string{good, bad} {
 		if ok, _, err := l.Acquire(ctx, k, "a", 1); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
 	}
-	deadline := time.Now().Add(700 * time.Millisecond)
+	// Until the no-refresh key has expired: about 2 s on Redis's clock.
+	deadline := time.Now().Add(30 * time.Second)
 	badAlive := true
-	for time.Now().Before(deadline) {
+	for badAlive && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 		if alive, err := l.Heartbeat(ctx, good, "a"); !alive || err != nil {
 			t.Fatalf("refreshing heartbeat lost its slot: %v %v", alive, err)
