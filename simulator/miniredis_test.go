@@ -10,6 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/simulator"
 )
 
@@ -55,7 +56,7 @@ func TestRecipesOnMiniredis(t *testing.T) {
 	})
 	// Until each actor has done what the checks below look for: how long
 	// that takes depends on the machine.
-	waitFor(t, 2*time.Minute, "every actor's events", func() bool {
+	exportertest.WaitFor(t, 2*time.Minute, "every actor's events", func() bool {
 		tr := s.Truth()
 		r, l, q, st := tr.RateLimits, tr.Locks, tr.ListQueues, tr.StreamQueues
 		return r.Refused > 0 && l.Released > 0 && q.Completed > 0 && q.Orphaned >= 1 &&

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/simulator"
 )
@@ -62,17 +63,6 @@ func members(t *testing.T, c *redis.Client, prefix string) map[string]float64 {
 		}
 	}
 	return out
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // counterSum returns the legacy counters by user and their sum.
@@ -242,7 +232,7 @@ func TestKillShareFreezesExactlyN(t *testing.T) {
 		Seed: 3,
 	}
 	s := start(t, c, o)
-	waitFor(t, 5*time.Second, "streams in flight", func() bool { return s.Truth().InFlight >= 60 })
+	exportertest.WaitFor(t, 5*time.Second, "streams in flight", func() bool { return s.Truth().InFlight >= 60 })
 	before := s.Truth()
 	n := s.KillShare(0.5)
 	after := s.Truth()
@@ -299,7 +289,7 @@ func TestZombiesKeepAdvancingUntilStop(t *testing.T) {
 	s := start(t, c, o)
 	// Zombies never release: every user ends up with 3 zombie slots and
 	// every later acquire is denied.
-	waitFor(t, 5*time.Second, "all slots held by zombies", func() bool {
+	exportertest.WaitFor(t, 5*time.Second, "all slots held by zombies", func() bool {
 		tr := s.Truth()
 		return tr.ZombiesActive == 15 && tr.InFlight == 0
 	})
@@ -361,7 +351,7 @@ func TestNoRefreshLosesSlots(t *testing.T) {
 	good.KeyPrefix, good.TTL = "good:", 3*time.Second
 	sb := start(t, c, bad)
 	sg := start(t, c, good)
-	waitFor(t, 10*time.Second, "slots lost under live streams", func() bool { return sb.Truth().Lost >= 5 })
+	exportertest.WaitFor(t, 10*time.Second, "slots lost under live streams", func() bool { return sb.Truth().Lost >= 5 })
 	time.Sleep(200 * time.Millisecond)
 	sb.Stop()
 	sg.Stop()
@@ -401,18 +391,18 @@ func TestSurvivesRedisRestart(t *testing.T) {
 		Seed: 11,
 	}
 	s := start(t, c, o)
-	waitFor(t, 5*time.Second, "acquires", func() bool { return s.Truth().Acquired >= 10 })
+	exportertest.WaitFor(t, 5*time.Second, "acquires", func() bool { return s.Truth().Acquired >= 10 })
 	srv.Kill()
 	// An acquire refused by the outage, not just any error: a heartbeat
 	// can fail first, and a restart right after it left no acquire
 	// attempted while Redis was down (Errors 1, AcquireErrors 0, once in
 	// a loaded .ci/run).
-	waitFor(t, 5*time.Second, "an acquire error during the outage", func() bool { return s.Truth().AcquireErrors > 0 })
+	exportertest.WaitFor(t, 5*time.Second, "an acquire error during the outage", func() bool { return s.Truth().AcquireErrors > 0 })
 	srv.Restart()
 	mid := s.Truth()
 	// go-redis fails fast for up to about a second after repeated dial
 	// errors (its pool's dial circuit breaker), then recovers.
-	waitFor(t, 10*time.Second, "acquires after restart", func() bool { return s.Truth().Acquired >= mid.Acquired+20 })
+	exportertest.WaitFor(t, 10*time.Second, "acquires after restart", func() bool { return s.Truth().Acquired >= mid.Acquired+20 })
 	if len(keys(t, c, "r:*")) == 0 {
 		t.Fatal("no slot sets after restart")
 	}
