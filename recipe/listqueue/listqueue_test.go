@@ -111,7 +111,9 @@ func TestFIFOWithProcessingListAndLeases(t *testing.T) {
 func TestReaperRecoversKilledWorkersJob(t *testing.T) {
 	c := redistest.Start(t).Client()
 	ctx := context.Background()
-	q := newQueue(t, c, "queue:mail:{u2}", 300*time.Millisecond)
+	// A lease of a second, extended every 50 ms: the live worker keeps it
+	// on a machine that stalls the test for most of a second.
+	q := newQueue(t, c, "queue:mail:{u2}", time.Second)
 	if _, err := q.Push(ctx, "dead-1", "live-1", "next-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +126,8 @@ func TestReaperRecoversKilledWorkersJob(t *testing.T) {
 	if got, err := r.Reap(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("reap while every lease is valid: %v %v", got, err)
 	}
-	deadline := time.Now().Add(600 * time.Millisecond)
-	for time.Now().Before(deadline) { // the live worker extends its lease
+	deadline := time.Now().Add(1500 * time.Millisecond) // the dead lease runs out on Redis's clock
+	for time.Now().Before(deadline) {                   // the live worker extends its lease
 		if ok, err := q.Extend(ctx, live); err != nil || !ok {
 			t.Fatalf("extend: %v %v", ok, err)
 		}
