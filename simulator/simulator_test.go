@@ -107,11 +107,9 @@ func TestShapesAndGroundTruth(t *testing.T) {
 			"zombies": tr.Zombies, "future": tr.Future, "counters_leaked": tr.CountersLeaked, "heartbeats": tr.Heartbeats,
 		}
 	}
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if !slices.Contains(slices.Collect(maps.Values(truthCounts(s.Truth()))), 0) {
-			break
-		}
-	}
+	exportertest.WaitFor(t, 2*time.Minute, "every kind of ground-truth event", func() bool {
+		return !slices.Contains(slices.Collect(maps.Values(truthCounts(s.Truth()))), 0)
+	})
 	s.Stop()
 	stopped := time.Now()
 	tr := s.Truth()

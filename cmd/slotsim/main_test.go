@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/simulator"
 )
@@ -102,11 +103,7 @@ func TestSignalStops(t *testing.T) {
 		keys, _, _ := c.Scan(context.Background(), 0, simulator.DefaultKeyPrefix+"*", 1000).Result()
 		return len(keys) > 0
 	}
-	for deadline := time.Now().Add(2 * time.Minute); !acquired(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("slotsim wrote nothing to Redis in 2 minutes")
-		}
-	}
+	exportertest.WaitFor(t, 2*time.Minute, "a slot set written by slotsim", acquired)
 	sig <- syscall.SIGTERM
 	select {
 	case code := <-done:
