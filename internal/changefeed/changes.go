@@ -32,7 +32,9 @@ import (
 // that any client writes, deletes, or that expires or is evicted.
 //
 // What tracking does not report, and what the feed does about it:
-//   - a flush is one invalidation with no key: everything is read again;
+//   - a flush is one invalidation with no key, of any database: the
+//     names say so (Names.Flushed), and the sweep finds out whether its
+//     family's keys went with it;
 //   - a lost connection (either one) loses messages: everything is read
 //     again, once the feed has reconnected;
 //   - stream consumer-group commands (XREADGROUP, XACK, XCLAIM,
@@ -256,7 +258,7 @@ func nextEpoch() int {
 
 // Changes returns the keys of family written on node n since the last
 // call, and the node's epoch. The epoch changes whenever invalidations
-// may have been lost (a new or broken connection, a flush): a family
+// may have been lost (a new or broken connection): a family
 // whose last complete read was under another epoch must read everything.
 // ErrNoTracking: this node's keys must be read every sweep.
 func (f *Feed) Changes(ctx context.Context, n topology.Node, family string) (Names, int, error) {

@@ -52,11 +52,14 @@ func (f *Feed) receive(fn *feedNode) {
 				continue
 			}
 			if !msg.List {
-				// No key: FLUSHALL or FLUSHDB. Everything is read again.
+				// No key: a FLUSHALL, or a FLUSHDB of some database.
+				// Nothing is lost: a prefix asked for with BCAST
+				// outlives a flush, and every key written after it is
+				// named. Whether it emptied the family's database
+				// is the sweep's to find out (sweep/probe.go).
 				fn.mu.Lock()
-				fn.epoch = nextEpoch()
-				for name, d := range fn.dirty {
-					fn.dirty[name] = d.next()
+				for _, d := range fn.dirty {
+					d.flushed = true
 				}
 				fn.mu.Unlock()
 				continue

@@ -37,6 +37,8 @@ type nameSet struct {
 	// names everything (over): 0, no limit. See Feed.SetLimit.
 	limit int
 	over  bool
+	// flushed: a FLUSHALL or FLUSHDB came while the set gathered.
+	flushed bool
 }
 
 // nameRef locates one stored name: chunk << 32 | offset << 16 | flags
@@ -80,7 +82,7 @@ func (s *nameSet) setLimit(n int) {
 // overflow gives up listing: the set names everything from now on, and
 // frees what it listed.
 func (s *nameSet) overflow() {
-	*s = nameSet{prefix: s.prefix, cur: -1, limit: s.limit, over: true}
+	*s = nameSet{prefix: s.prefix, cur: -1, limit: s.limit, over: true, flushed: s.flushed}
 }
 
 func (s *nameSet) home(h uint64) int {
@@ -212,6 +214,11 @@ type Names struct{ s *nameSet }
 // All reports that too many names were written to list (Feed.SetLimit):
 // every key may have changed. The set then lists none.
 func (n Names) All() bool { return n.s != nil && n.s.over }
+
+// Flushed reports that a FLUSHALL or FLUSHDB of some database came while
+// the names gathered. Redis does not say which database: maybe not the
+// family's. The names written after it are listed all the same (Feed).
+func (n Names) Flushed() bool { return n.s != nil && n.s.flushed }
 
 // Len is the number of names.
 func (n Names) Len() int {

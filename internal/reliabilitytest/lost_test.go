@@ -268,3 +268,78 @@ func TestFlushOfAnotherDatabaseLosesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestFlushOfAnotherDatabaseReadsWhatChanged: with change tracking (the
+// default), a FLUSHDB of another database does not make the next sweep
+// read every slot set. It reads what changed and a few held keys; one
+// hold read again shows the flush emptied another database. A SWAPDB
+// still reads everything, and a FLUSHDB of the family's own database,
+// found when no hold survived, reads everything in the same sweep and
+// ends every hold as lost.
+func TestFlushOfAnotherDatabaseReadsWhatChanged(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	cache := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 5, DisableIdentity: true})
+	t.Cleanup(func() { _ = cache.Close() })
+	const users = 2000
+	expiry := exportertest.RedisTime(t, admin) + 115_000
+	seedHolds(t, admin, "u", users, 2, expiry)
+	e := newExporter(t, configYAML(addrBlock(srv.Addr), quickSampling, streamsFamily))
+	const scannedS = `slot_exporter_keys_scanned_total{family="streams"}`
+	sweepReads := func() float64 {
+		t.Helper()
+		before := e.metrics()[scannedS]
+		e.sweep()
+		return e.metrics()[scannedS] - before
+	}
+	if n := sweepReads(); n != users {
+		t.Fatalf("the first sweep read %v keys, want %d", n, users)
+	}
+	// A sweep of what changed reads it, and a slice of the slow
+	// reconciliation: a SCAN page of 10 keys or so.
+	const few = 50
+	if n := sweepReads(); n > few {
+		t.Fatalf("a sweep with nothing written read %v keys", n)
+	}
+	e.logs.Take()
+
+	// One hold released, one acquired, and the cache flushed.
+	exportertest.Must(t, admin.ZRem(ctx, streamKey("u1"), "s0").Err())
+	exportertest.Must(t, admin.ZAdd(ctx, streamKey("u2"), redis.Z{Score: float64(expiry), Member: "s9"}).Err())
+	exportertest.Must(t, cache.Set(ctx, "page:/", "<html>", 0).Err())
+	exportertest.Must(t, cache.FlushDB(ctx).Err())
+	// It leaves the reconciliation to the next sweep.
+	if n := sweepReads(); n < 2 || n > 2+32 {
+		t.Errorf("the sweep after a FLUSHDB of another database read %v keys; want the 2 written and at most 32 held ones (sweep.maxProbes)", n)
+	}
+	exportertest.Expect(t, e.metrics(), map[string]float64{lostS: 0, releasedS: 1, liveS: 2 * users})
+	if r := e.records(slog.LevelInfo, "emptied another database"); len(r) != 1 {
+		t.Errorf("want one record that the flush emptied another database, got %+v", r)
+	}
+
+	// A SWAPDB puts another database's keys in place, unannounced.
+	exportertest.Must(t, admin.Do(ctx, "SWAPDB", 5, 6).Err())
+	if n := sweepReads(); n != users {
+		t.Errorf("the sweep after a SWAPDB read %v keys, want all %d", n, users)
+	}
+	exportertest.Expect(t, e.metrics(), map[string]float64{lostS: 0, releasedS: 1, liveS: 2 * users})
+
+	// The family's own database flushed, and new holds written at once:
+	// the probes are gone, nothing survived, and the sweep reads every
+	// key there is.
+	exportertest.Must(t, admin.FlushDB(ctx).Err())
+	seedHolds(t, admin, "w", 3, 1, expiry)
+	if n := sweepReads(); n < 3 {
+		t.Errorf("the sweep after a FLUSHDB of the family's database read %v keys, want the 3 new ones at least", n)
+	}
+	exportertest.Expect(t, e.metrics(), map[string]float64{lostS: 2 * users, releasedS: 1, liveS: 3})
+	if r := e.records(slog.LevelInfo, "every key is read again"); len(r) != 1 {
+		t.Errorf("want one record that every key is read again, got %+v", r)
+	}
+	// And tracking goes on: a write after it is read as changed.
+	exportertest.Must(t, admin.ZRem(ctx, streamKey("w0"), "s0").Err())
+	if n := sweepReads(); n < 1 || n > few {
+		t.Errorf("a sweep after one write read %v keys", n)
+	}
+	exportertest.Expect(t, e.metrics(), map[string]float64{lostS: 2 * users, releasedS: 2, liveS: 2})
+}

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/slotexporter/slot_exporter/internal/changefeed"
+	"github.com/slotexporter/slot_exporter/internal/keytable"
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/topology"
@@ -19,8 +20,9 @@ import (
 // changed, and which keys those are. It reads every key when change
 // tracking is off or unavailable, when the kind cannot replay (streams),
 // and when a node's feed epoch is not the one of the family's last
-// complete read (the first sweep, a lost connection, a flush, a node new
-// to the sweep: added, or promoted by a failover).
+// complete read (the first sweep, a lost connection, a node new to the
+// sweep: added, or promoted by a failover), and after a flush, unless
+// it can tell whether its family's database was the one (probe.go).
 //
 // On a cluster the feed tracks each node. A key that changes nodes is
 // named on both (MIGRATE invalidates it on the source and the target), so
@@ -38,7 +40,8 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 	if feed == nil || !ok {
 		return
 	}
-	if st.lost.suspect {
+	probe := f.probing(nodes)
+	if st.lost.suspect && !probe {
 		// The data may have vanished in a way tracking does not report
 		// (SWAPDB, a restart or failover seen before the feed noticed):
 		// read everything.
@@ -56,6 +59,7 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 	epochs := make(map[string]int, len(nodes))
 	changed := make(map[string]*changedKeys, len(nodes))
 	full := len(st.synced) != len(nodes)
+	flushed := false
 	for _, n := range nodes {
 		keys, epoch, err := feed.Changes(ctx, n, f.cfg.Name)
 		if err != nil {
@@ -67,6 +71,12 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 		if e, ok := st.synced[n.Addr]; !ok || e != epoch || keys.All() {
 			full = true
 		}
+		flushed = flushed || keys.Flushed()
+	}
+	if flushed && !probe {
+		// A flush that INFO has not shown this sweep (it came after
+		// lostWatch.check), or that a read of probes cannot weigh.
+		full = true
 	}
 	// The feed has handed these keys over and names them no more: until
 	// this sweep has read them all, the family is in sync with nothing.
@@ -99,6 +109,14 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 			}
 			slices.Sort(keys.skip)
 		}
+	}
+	if probe {
+		// After a FLUSHDB alone: what changed, and the probes (probe.go).
+		// The reconciliation waits for the next sweep.
+		run.probed = true
+		run.seenKeys = &keytable.Set{}
+		st.addProbes(changed[nodes[0].Addr])
+		return
 	}
 	if fs := f.sampling.FullScanInterval; fs > 0 {
 		// The slow reconciliation: a share of every key per sweep, so
@@ -192,7 +210,7 @@ func (f *family) readChanged(ctx context.Context, run *sweepRun, n topology.Node
 		}
 		run.cursorMu.Lock()
 		st.cursor[n.Addr] = cursor
-		keys.more, run.reconciled[n.Addr] = more, true
+		keys.more, run.reconciled[n.Addr] = append(keys.more, more...), true
 		run.cursorMu.Unlock()
 	}
 	// Planned: the names are only read from here on, in this attempt

@@ -388,6 +388,19 @@ func TestChangesSameAsFullRead(t *testing.T) {
 	at(7000)
 	check("h1 expired, h2 stale, 5s leases, counters and queues gone")
 
+	// A FLUSHDB of another database: one invalidation with no key, as
+	// for any flush. Slot sets and locks read what changed and a few
+	// held keys, which survived; the other kinds read everything.
+	other := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 7, DisableIdentity: true})
+	t.Cleanup(func() { _ = other.Close() })
+	must(other.Set(ctx, "page:/", "<html>", 0).Err())
+	must(other.FlushDB(ctx).Err())
+	must(rc.ZRem(ctx, "s:{u14}", "h2").Err())
+	must(rc.Del(ctx, "s:{u15}").Err())
+	must(rc.Del(ctx, "l:{u19}").Err())
+	must(rc.Incr(ctx, "c:{u16}").Err())
+	check("after a FLUSHDB of another database")
+
 	// A flush: one invalidation with no key.
 	must(rc.FlushAll(ctx).Err())
 	check("after FLUSHALL")

@@ -36,7 +36,10 @@ type lostWatch struct {
 	// and read again after it shows that the family's database was not
 	// the one, and what ended in between ended as usual (endsLost).
 	unlessSurvived bool
-	warned         bool
+	// swapped: a sign was a SWAPDB, which puts another database's keys
+	// in place of the family's, without a word to change tracking.
+	swapped bool
+	warned  bool
 	// movedFrom are the identities of the servers read before a reload
 	// that changed the address (not the database): if the first sweep
 	// after it finds the same servers (a host-name alias, another Sentinel
@@ -50,7 +53,7 @@ func newLostWatch() lostWatch { return lostWatch{nodes: map[string]topology.Iden
 // tracked from the old one and is not seen again is lost. sameDB is false
 // when the database changed: another dataset, even on the same server.
 func (l *lostWatch) markMoved(sameDB bool) {
-	l.suspect, l.unlessSurvived = true, false
+	l.suspect, l.unlessSurvived, l.swapped = true, false, false
 	l.movedFrom = nil
 	if sameDB {
 		l.movedFrom = map[string]topology.Identity{}
@@ -87,10 +90,11 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 			case prev.RunID != id.RunID || id.FlushAlls > prev.FlushAlls || reset && id.FlushAlls > 0:
 				l.vanish(false)
 				vanished = true
-			case id.DBFlushes > prev.DBFlushes || reset && id.DBFlushes > 0:
+			case id.DBFlushes > prev.DBFlushes || id.Swaps > prev.Swaps || reset && id.DBFlushes+id.Swaps > 0:
 				// A cluster's nodes have database 0 alone, and a hold
 				// read again on one node says nothing of another's.
 				l.vanish(len(nodes) == 1)
+				l.swapped = l.swapped || id.Swaps > prev.Swaps || reset && id.Swaps > 0
 				vanished = true
 			}
 		}
@@ -113,6 +117,13 @@ func (l *lostWatch) vanish(oneDB bool) {
 	l.suspect = true
 }
 
+// wholeOrGone: the only signs since holds last ended are FLUSHDBs on a
+// family read from one server. A flush empties its database whole, so
+// the family's keys are all where they were or all gone, and a sweep of
+// what changed that reads one of its holds again knows which (probe.go).
+// A SWAPDB puts another database's keys in place, which may share some.
+func (l *lostWatch) wholeOrGone() bool { return l.suspect && l.unlessSurvived && !l.swapped }
+
 // endsLost decides, for a sweep that ends holds, whether what it ends is
 // lost, and clears the suspicion. After a FLUSHDB or SWAPDB alone, holds
 // of the kind that this sweep read and an earlier one read too
@@ -125,7 +136,7 @@ func (l *lostWatch) endsLost(tracker kind.Tracker, log *slog.Logger) bool {
 	if !l.suspect {
 		return false
 	}
-	l.suspect = false
+	l.suspect, l.swapped = false, false
 	if s, ok := tracker.(kind.Survivals); ok && l.unlessSurvived {
 		if n := s.Survived(); n > 0 {
 			log.Info("a FLUSHDB or SWAPDB on the server left holds of this family in place: it emptied another database, and what ended counts as released or expired",

@@ -50,3 +50,35 @@ func TestLostWatchWeighsAFlushOfOneDatabase(t *testing.T) {
 		})
 	}
 }
+
+// TestWholeOrGoneOnlyAfterFlushDB: a read of probes can weigh FLUSHDBs of
+// one server alone; a SWAPDB or a sure sign reads everything, and the
+// sweep that ends holds clears it.
+func TestWholeOrGoneOnlyAfterFlushDB(t *testing.T) {
+	cases := []struct {
+		name  string
+		signs func(l *lostWatch)
+		want  bool
+	}{
+		{"no sign", func(*lostWatch) {}, false},
+		{"FLUSHDB", func(l *lostWatch) { l.vanish(true) }, true},
+		{"two FLUSHDBs", func(l *lostWatch) { l.vanish(true); l.vanish(true) }, true},
+		{"SWAPDB", func(l *lostWatch) { l.vanish(true); l.swapped = true }, false},
+		{"a restart, then a FLUSHDB", func(l *lostWatch) { l.vanish(false); l.vanish(true) }, false},
+		{"FLUSHDB in a cluster", func(l *lostWatch) { l.vanish(false) }, false},
+		{"a move", func(l *lostWatch) { l.markMoved(true) }, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := newLostWatch()
+			c.signs(&l)
+			if got := l.wholeOrGone(); got != c.want {
+				t.Errorf("wholeOrGone = %v, want %v", got, c.want)
+			}
+			l.endsLost(inPlace{n: 1}, slog.New(slog.DiscardHandler))
+			if l.wholeOrGone() || l.swapped {
+				t.Error("still weighed after the sweep that ends holds")
+			}
+		})
+	}
+}

@@ -44,6 +44,9 @@ type sweepRun struct {
 	// sweep reads only what changed (nil: every key).
 	replayer kind.Replayer
 	changed  map[string]*changedKeys
+	// probed: after a FLUSHDB, this sweep reads probes beside what
+	// changed, and every key if no hold survived (probe.go).
+	probed bool
 	// limitAsRead: the feed's limit follows the keys read so far (a
 	// first read, before which no count of the keys is known).
 	limitAsRead bool
@@ -93,6 +96,11 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 		defer p.active.Add(-1)
 	}
 	applied, err := f.read(ctx, run, nodes)
+	if err == nil {
+		var more int
+		more, err = f.readAllAfterFlush(ctx, run, nodes)
+		applied += more
+	}
 	run.keys += applied
 	st.waited = time.Duration(run.waited.Swap(0))
 	if err != nil {
@@ -421,12 +429,17 @@ func (f *family) track(run *sweepRun, kr *redisread.KeyRead) {
 	case redisread.Gone:
 		run.replayer.Forget(kh)
 		delete(st.volatile, kr.Key)
+		st.dropProbe(kr.Key)
 		return
 	}
 	if kr.Status == redisread.OK && run.replayer.Held(kh) {
 		delete(st.volatile, kr.Key)
+		if _, ok := run.replayer.(kind.Survivals); ok {
+			st.noteProbe(kr.Key)
+		}
 		return
 	}
 	run.replayer.Forget(kh)
 	st.readEverySweep(kr.Key)
+	st.dropProbe(kr.Key)
 }

@@ -61,6 +61,9 @@ type state struct {
 	pendingSync map[string]int
 	volatile    map[string]struct{}
 	cursor      map[string]uint64
+	// probes are a few keys held by name, read after a FLUSHDB to tell
+	// whether it emptied the family's database (probe.go).
+	probes []string
 	// reconcileCredit is the reconciliation's unspent share of a key.
 	reconcileCredit float64
 	// known is how many keys the last complete sweep accounted for.
@@ -108,8 +111,10 @@ func (st *state) handOver(f *config.Family, s *config.Sampling) *state {
 	st.tracker.Reconfigure(f, s)
 	st.setBudget(s.MaxKeysPerSecond)
 	// A sweep in flight read with the old config (its pattern, its
-	// reads): the new one starts anew.
+	// reads): the new one starts anew. Probes may be outside a new
+	// pattern.
 	st.partial = nil
+	st.probes = nil
 	return st
 }
 

@@ -17,9 +17,10 @@ import (
 // holds that ended.
 type Identity struct {
 	RunID string
-	// FlushAlls empty every database; DBFlushes (FLUSHDB and SWAPDB) one
-	// or two of them, which Redis does not say: maybe not the family's.
-	FlushAlls, DBFlushes int64
+	// FlushAlls empty every database; DBFlushes (FLUSHDB) one and Swaps
+	// (SWAPDB) two of them, which Redis does not say: maybe not the
+	// family's.
+	FlushAlls, DBFlushes, Swaps int64
 	// Commands is total_commands_processed. CONFIG RESETSTAT zeroes it
 	// with the flush counts; it never goes down otherwise, so a drop
 	// says that the counts restarted from 0.
@@ -42,7 +43,8 @@ func Identify(ctx context.Context, c redis.Cmdable) (Identity, error) {
 	if cs, err := cmdStats.Result(); err == nil {
 		st := commandstats.Parse(cs)
 		id.FlushAlls = st["flushall"].Calls
-		id.DBFlushes = st["flushdb"].Calls + st["swapdb"].Calls
+		id.DBFlushes = st["flushdb"].Calls
+		id.Swaps = st["swapdb"].Calls
 	}
 	if st, err := stats.Result(); err == nil {
 		id.Commands, _ = strconv.ParseInt(redisinfo.Field(st, "total_commands_processed"), 10, 64)
@@ -51,4 +53,4 @@ func Identify(ctx context.Context, c redis.Cmdable) (Identity, error) {
 }
 
 // Flushes is how often the server's data was flushed or swapped away.
-func (id Identity) Flushes() int64 { return id.FlushAlls + id.DBFlushes }
+func (id Identity) Flushes() int64 { return id.FlushAlls + id.DBFlushes + id.Swaps }

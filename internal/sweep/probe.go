@@ -1,0 +1,95 @@
+package sweep
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/slotexporter/slot_exporter/internal/kind"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/topology"
+)
+
+// A FLUSHDB of another database, with change tracking on.
+//
+// Redis tells tracking of a FLUSHALL or FLUSHDB with one invalidation
+// that names no key and no database. Reading every key after each one, a
+// server whose cache database is flushed by every deploy (or a staging
+// server flushed by every test run) had the exporter read its million
+// slot sets again each time: about 45 s at the default share, with
+// figures as old as that read.
+//
+// A flush empties its database whole: the family's keys are all where
+// they were, or all gone. A key that was not written since the sweep
+// before holds what it held, if its database was not the one. So after
+// a FLUSHDB alone (lostWatch.wholeOrGone) the sweep reads what changed,
+// as usual, and a few of the keys it holds besides (probes). If it
+// reads one hold again that an earlier sweep read (kind.Survivals; a
+// slot's member, a lock's token: named afresh by every recipe and
+// library), the flush emptied another database: nothing was lost, and
+// the rest is replayed from what the sweep holds. If it reads none, the
+// same sweep goes on to read every key (readAllAfterFlush), and what
+// vanished is judged lost as after any flush (endsLost). Tracking lost
+// nothing meanwhile: a broadcast prefix outlives a flush, and the writes
+// after it are named.
+//
+// A FLUSHALL, a SWAPDB, a restart and a cluster's flushes read every key,
+// as does a kind that cannot tell a hold read again (counters, rate
+// windows, queues).
+
+// maxProbes is how many held keys a family keeps by name to read after
+// a flush. One that still holds what it held is enough, and keys that
+// changed are read anyway.
+const maxProbes = 32
+
+// noteProbe keeps key, read and held, as a probe, while there is room.
+func (st *state) noteProbe(key string) {
+	if len(st.probes) < maxProbes && !slices.Contains(st.probes, key) {
+		// A copy, as for readEverySweep: a name from the feed keeps
+		// its chunk of names alive.
+		st.probes = append(st.probes, strings.Clone(key))
+	}
+}
+
+// dropProbe forgets key as a probe: gone, or no longer held.
+func (st *state) dropProbe(key string) {
+	if i := slices.Index(st.probes, key); i >= 0 {
+		st.probes = slices.Delete(st.probes, i, i+1)
+	}
+}
+
+// probing reports whether a sweep after a flush can read what changed
+// and probes, rather than every key.
+func (f *family) probing(nodes []topology.Node) bool {
+	st := f.state
+	_, tells := st.tracker.(kind.Survivals)
+	return tells && len(nodes) == 1 && len(st.probes) > 0 && st.lost.wholeOrGone()
+}
+
+// addProbes adds the probes to the keys the sweep reads of the node, but
+// for those it reads anyway (named by the feed, or read every sweep).
+func (st *state) addProbes(keys *changedKeys) {
+	for _, k := range st.probes {
+		if _, every := st.volatile[k]; !every && keys.named.Index(k) < 0 {
+			keys.more = append(keys.more, k)
+		}
+	}
+}
+
+// readAllAfterFlush: a sweep that read probes after a flush and read no
+// hold again goes on to read every key. The keys it read already are
+// not applied twice (seenKeys).
+func (f *family) readAllAfterFlush(ctx context.Context, run *sweepRun, nodes []topology.Node) (int, error) {
+	if !run.probed || run.changed == nil {
+		return 0, nil
+	}
+	if s, ok := f.state.tracker.(kind.Survivals); !ok || s.Survived() > 0 {
+		return 0, nil
+	}
+	f.log().Info("a FLUSHDB on the server: no hold of this family read since survived it, so every key is read again")
+	run.changed = nil
+	for _, n := range nodes {
+		run.progress[n.Addr] = &redisread.Progress{}
+	}
+	return f.read(ctx, run, nodes)
+}
