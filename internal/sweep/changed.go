@@ -113,8 +113,7 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 	if probe {
 		// After a FLUSHDB alone: what changed, and the probes (probe.go).
 		// The reconciliation waits for the next sweep.
-		run.probed = true
-		run.seenKeys = &keytable.Set{}
+		run.probed, run.readFirst = true, &keytable.Set{}
 		st.addProbes(changed[nodes[0].Addr])
 		return
 	}

@@ -78,7 +78,9 @@ func (st *state) addProbes(keys *changedKeys) {
 
 // readAllAfterFlush: a sweep that read probes after a flush and read no
 // hold again goes on to read every key. The keys it read already are
-// not applied twice (seenKeys).
+// not applied twice (readFirst: a set of those alone, which the feed's
+// limit keeps to a quarter of the keys, where a set of every key would
+// be about 10 MB at a million, keytable.Set).
 func (f *family) readAllAfterFlush(ctx context.Context, run *sweepRun, nodes []topology.Node) (int, error) {
 	if !run.probed || run.changed == nil {
 		return 0, nil

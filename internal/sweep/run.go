@@ -45,8 +45,10 @@ type sweepRun struct {
 	replayer kind.Replayer
 	changed  map[string]*changedKeys
 	// probed: after a FLUSHDB, this sweep reads probes beside what
-	// changed, and every key if no hold survived (probe.go).
-	probed bool
+	// changed, and every key if no hold survived (probe.go); readFirst
+	// are the keys it read before it read every key.
+	probed    bool
+	readFirst *keytable.Set
 	// limitAsRead: the feed's limit follows the keys read so far (a
 	// first read, before which no count of the keys is known).
 	limitAsRead bool
@@ -348,6 +350,15 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 			// Nor is it tracked twice: the node it left may read it
 			// as gone (a replica, which knows nothing of a migration),
 			// which must not make the kind forget it.
+			return
+		}
+	}
+	if run.readFirst != nil {
+		// Read every key after probes that found no hold survived a
+		// flush: what was read before is not applied twice.
+		if run.changed != nil {
+			run.readFirst.Add(kh)
+		} else if run.readFirst.Has(kh) {
 			return
 		}
 	}
