@@ -238,3 +238,70 @@ func testCutOffSweep(t *testing.T, rc redis.UniversalClient, redisSection []stri
 	sameFiguresWithin(t, "the sweep after keys were deleted, added and changed between attempts", full.Metrics(), cut.Metrics(),
 		time.Since(began).Seconds())
 }
+
+// TestFlushOfOwnDatabaseCutOffGoesOn: with change tracking, a FLUSHDB of
+// the family's own database, new holds written at once. The sweep after
+// it reads what changed and its probes, finds no hold survived, and
+// reads every key in the same sweep, over several attempts cut off at
+// sampling.timeout: each new key read once, every old hold lost, the
+// picture a full read gives.
+func TestFlushOfOwnDatabaseCutOffGoesOn(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	began := time.Now()
+	rf := resumeFamilies(exportertest.RedisTime(t, rc))[0]
+	pipelined(t, rc, 0, resumeKeys, rf.write)
+	yaml := func(sampling ...string) string {
+		return redisproc.Config{
+			Redis:    standaloneSection(srv.Addr),
+			Sampling: append([]string{"interval: 1s", "window: 10m", "redis_cpu_share: 0"}, sampling...),
+			Leaks:    []string{"per_user_series: 1000"},
+			Families: []redisproc.Family{rf.fam},
+		}.YAML()
+	}
+	full := exportertest.Dial(t, yaml("track_changes: false"))
+	logs := exportertest.NewLogs()
+	cut := exportertest.Dial(t, yaml("track_changes: true", "timeout: 500ms", fmt.Sprintf("max_keys_per_second: %d", resumeBudget)), logs.Logger())
+	series := func(m string) string { return fmt.Sprintf(`%s{family=%q}`, m, rf.fam.Name) }
+	sweep := func(what string) (cutOffs int) {
+		t.Helper()
+		exportertest.WaitFor(t, 0, what+": a complete sweep", func() bool {
+			err := cut.Sweeper.SweepOnce(ctx)
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if err != nil {
+				cutOffs++
+			}
+			return err == nil
+		})
+		return cutOffs
+	}
+	sweep("first sweep")
+	full.Sweep()
+
+	if err := rc.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pipelined(t, rc, 0, resumeKeys, rf.change)
+	before := cut.Metrics()[series("slot_exporter_keys_scanned_total")]
+	// The names first, then every key: 1200 reads at 240 an attempt at
+	// most.
+	if n := sweep("the sweep after a FLUSHDB"); n < 4 {
+		t.Errorf("the sweep after a FLUSHDB was cut off %d times; reading %d keys twice at %d keys/s within 500ms takes 5 attempts at least",
+			n, resumeKeys, resumeBudget)
+	}
+	full.Sweep()
+	got := cut.Metrics()
+	sameFiguresWithin(t, "after a FLUSHDB of the family's own database", full.Metrics(), got, time.Since(began).Seconds())
+	if n := got[series("slot_exporter_keys_scanned_total")] - before; n != resumeKeys {
+		t.Errorf("the sweep after a FLUSHDB read %v keys, want each of the %d keys once", n, resumeKeys)
+	}
+	if lost := got[`slot_holds_ended_total{family="slots",outcome="lost"}`]; lost != 2*resumeKeys {
+		t.Errorf("lost = %v, want every one of the %d holds", lost, 2*resumeKeys)
+	}
+	if l := logs.Lines("every key is read again"); len(l) != 1 {
+		t.Errorf("want one line that every key is read again, got %q", l)
+	}
+}
