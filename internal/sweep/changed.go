@@ -73,9 +73,20 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 		}
 		flushed = flushed || keys.Flushed()
 	}
-	if flushed && !probe {
-		// A flush that INFO has not shown this sweep (it came after
-		// lostWatch.check), or that a read of probes cannot weigh.
+	if flushed && !st.lost.suspect {
+		// The feed names a flush that this sweep's lostWatch.check did
+		// not see: it came after that check (and before the feed's
+		// barrier), or an earlier check saw it and the sweep after that
+		// weighed it. INFO again tells which. Unasked, a FLUSHDB of the
+		// family's own database in between ended its holds as released.
+		st.lost.check(ctx, nodes, f.log())
+		probe = f.probing(nodes)
+		if st.lost.blind {
+			full = true
+		}
+	}
+	if st.lost.suspect && !probe {
+		// A flush that a read of probes cannot weigh.
 		full = true
 	}
 	// The feed has handed these keys over and names them no more: until

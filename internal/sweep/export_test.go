@@ -14,3 +14,7 @@ func (s *Sweeper) TakeChanges(ctx context.Context, n topology.Node, family strin
 	names, _, err := s.changes.Changes(ctx, n, family)
 	return names, err
 }
+
+// AfterLostCheck has fn run in every sweep between its check of the
+// servers' identities (INFO) and the change feed's barrier.
+func (s *Sweeper) AfterLostCheck(fn func()) { s.afterLostCheck = fn }

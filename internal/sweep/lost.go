@@ -39,7 +39,9 @@ type lostWatch struct {
 	// swapped: a sign was a SWAPDB, which puts another database's keys
 	// in place of the family's, without a word to change tracking.
 	swapped bool
-	warned  bool
+	// blind: the last check could not read some node's INFO.
+	blind  bool
+	warned bool
 	// movedFrom are the identities of the servers read before a reload
 	// that changed the address (not the database): if the first sweep
 	// after it finds the same servers (a host-name alias, another Sentinel
@@ -70,10 +72,11 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 	moved := l.movedFrom
 	l.movedFrom = nil
 	sameServers := moved != nil
+	l.blind = false
 	for _, n := range nodes {
 		id, err := topology.Identify(ctx, n.C)
 		if err != nil || id.RunID == "" {
-			sameServers = false
+			sameServers, l.blind = false, true
 			if !l.warned {
 				// Without INFO the sweep still works, but an emptied
 				// keyspace cannot be told from mass releases.

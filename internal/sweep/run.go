@@ -157,6 +157,9 @@ func (f *family) begin(ctx context.Context) (*sweepRun, []topology.Node, error) 
 	mid := before.Add(after.Sub(before) / 2)
 	f.clock.Store(&clockReading{skew: mid.Sub(t), at: after.UnixNano()})
 	st.lost.check(ctx, nodes, f.log())
+	if h := f.s.afterLostCheck; h != nil {
+		h()
+	}
 
 	run := &sweepRun{Sweep: kind.Sweep{Now: t.UnixMilli(), Floor: st.floor, Carry: track.Carry{}, Skipped: &st.skipped, Log: f.log()},
 		start: start, after: after, began: began, resumable: f.s.watcher == nil,

@@ -43,6 +43,9 @@ type Sweeper struct {
 	fams   []*family
 	// viewWarned: the unreadable CLUSTER NODES warning is logged once.
 	viewWarned atomic.Bool
+	// afterLostCheck, for tests, runs in a sweep between lostWatch.check
+	// and the change feed's barrier: what Redis does in that moment.
+	afterLostCheck func()
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

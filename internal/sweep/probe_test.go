@@ -1,0 +1,80 @@
+package sweep_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisproc"
+	"github.com/slotexporter/slot_exporter/internal/redistest"
+)
+
+// TestFlushBetweenCheckAndBarrier: a FLUSHDB that lands in a sweep after
+// its check of the server's identity (INFO) and before the change feed's
+// barrier, which names it. Of another database: the sweep reads what
+// changed and the probes, and nothing is lost. Of the family's own: every
+// hold is lost, not released, in that same sweep.
+func TestFlushBetweenCheckAndBarrier(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		t.Run(fmt.Sprintf("own_database=%v", own), func(t *testing.T) {
+			srv := redistest.Start(t)
+			rc := srv.Client()
+			ctx := context.Background()
+			cache := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 5, DisableIdentity: true})
+			t.Cleanup(func() { _ = cache.Close() })
+			rf := resumeFamilies(exportertest.RedisTime(t, rc))[0]
+			const keys = 1000
+			pipelined(t, rc, 0, keys, rf.write)
+			h := exportertest.Dial(t, redisproc.Config{
+				Redis:    standaloneSection(srv.Addr),
+				Sampling: []string{"interval: 1m", "window: 10m", "full_scan_interval: 5h"},
+				Families: []redisproc.Family{rf.fam},
+			}.YAML())
+			scanned := func() float64 { return h.Metrics()[`slot_exporter_keys_scanned_total{family="slots"}`] }
+			h.Sweep()
+			h.Sweep()
+
+			flush := func() {
+				if own {
+					exportertest.Must(t, rc.FlushDB(ctx).Err())
+					pipelined(t, rc, keys, keys+3, rf.write)
+					return
+				}
+				exportertest.Must(t, cache.Set(ctx, "page:/", "<html>", 0).Err())
+				exportertest.Must(t, cache.FlushDB(ctx).Err())
+			}
+			h.Sweeper.AfterLostCheck(func() {
+				if flush != nil {
+					flush()
+					flush = nil
+				}
+			})
+			before := scanned()
+			h.Sweep()
+			read := scanned() - before
+			got := h.Metrics()
+			lost, released := got[`slot_holds_ended_total{family="slots",outcome="lost"}`], got[`slot_holds_ended_total{family="slots",outcome="released"}`]
+			if own {
+				if lost != 2*keys || released != 0 {
+					t.Errorf("lost %v and released %v, want all %d holds lost", lost, released, 2*keys)
+				}
+				if got[`slot_sets{family="slots"}`] != 3 {
+					t.Errorf("slot_sets = %v, want the 3 written after the flush", got[`slot_sets{family="slots"}`])
+				}
+				return
+			}
+			if lost != 0 || released != 0 || read > 32 {
+				t.Errorf("after a FLUSHDB of another database: lost %v, released %v, %v keys read; want nothing ended, and the probes read at most", lost, released, read)
+			}
+			// The sweep after it is as any other.
+			before = scanned()
+			h.Sweep()
+			if n := scanned() - before; n > 10 {
+				t.Errorf("the sweep after read %v keys", n)
+			}
+		})
+	}
+}
