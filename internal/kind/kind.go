@@ -122,6 +122,9 @@ type Survivals interface {
 	// Survived is how many holds this sweep read that an earlier sweep
 	// read too.
 	Survived() int
+	// Known reports whether k, read but not applied, holds a hold that
+	// the kind has read before (in this sweep too).
+	Known(k Key) bool
 }
 
 // remaining is a held expiry (Redis ms, -1: none) as a PTTL at now, and

@@ -377,6 +377,15 @@ func (t *slotSet) apply(sw *Sweep, k Key) {
 
 func (t *slotSet) Survived() int { return t.members.SeenAgain() }
 
+func (t *slotSet) Known(k Key) bool {
+	for _, m := range k.Read.Members {
+		if t.members.Tracked(m.Hash, k.Hash) {
+			return true
+		}
+	}
+	return false
+}
+
 func (t *slotSet) End(sw *Sweep, lost, deferEnds bool) Ended {
 	if deferEnds {
 		t.last = t.cur

@@ -15,6 +15,8 @@ type inPlace struct {
 
 func (p inPlace) Survived() int { return p.n }
 
+func (p inPlace) Known(kind.Key) bool { return p.n > 0 }
+
 // TestLostWatchWeighsAFlushOfOneDatabase: a FLUSHDB or SWAPDB alone is a
 // loss unless holds read again show it emptied another database; a sure
 // sign (a restart, a FLUSHALL, a move) before or after it keeps the loss

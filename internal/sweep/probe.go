@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/topology"
@@ -23,7 +25,7 @@ import (
 // they were, or all gone. A key that was not written since the sweep
 // before holds what it held, if its database was not the one. So after
 // a FLUSHDB alone (lostWatch.wholeOrGone) the sweep reads what changed,
-// as usual, and a few of the keys it holds besides (probes). If it
+// as usual, and a few keys it read before besides (probes). If it
 // reads one hold again that an earlier sweep read (kind.Survivals; a
 // slot's member, a lock's token: named afresh by every recipe and
 // library), the flush emptied another database: nothing was lost, and
@@ -35,26 +37,28 @@ import (
 //
 // A FLUSHALL, a SWAPDB, a restart and a cluster's flushes read every key,
 // as does a kind that cannot tell a hold read again (counters, rate
-// windows, queues).
+// windows, queues). The same probes let a sweep cut off at
+// sampling.timeout go on through a FLUSHDB of another database
+// (survivedFlush).
 
-// maxProbes is how many held keys a family keeps by name to read after
-// a flush. One that still holds what it held is enough, and keys that
+// maxProbes is how many keys a family keeps by name to read after a
+// flush. One that still holds what it held is enough, and keys that
 // changed are read anyway.
 const maxProbes = 32
 
-// noteProbe keeps key, read and held, as a probe, while there is room.
-func (st *state) noteProbe(key string) {
-	if len(st.probes) < maxProbes && !slices.Contains(st.probes, key) {
+// keepProbe keeps key as a probe, while there is room, if the kind
+// applied it (applied), and forgets it if not (gone, skipped).
+func (st *state) keepProbe(key string, applied bool) {
+	switch {
+	case st.survivals == nil:
+	case !applied:
+		if i := slices.Index(st.probes, key); i >= 0 {
+			st.probes = slices.Delete(st.probes, i, i+1)
+		}
+	case len(st.probes) < maxProbes && !slices.Contains(st.probes, key):
 		// A copy, as for readEverySweep: a name from the feed keeps
 		// its chunk of names alive.
 		st.probes = append(st.probes, strings.Clone(key))
-	}
-}
-
-// dropProbe forgets key as a probe: gone, or no longer held.
-func (st *state) dropProbe(key string) {
-	if i := slices.Index(st.probes, key); i >= 0 {
-		st.probes = slices.Delete(st.probes, i, i+1)
 	}
 }
 
@@ -62,8 +66,7 @@ func (st *state) dropProbe(key string) {
 // and probes, rather than every key.
 func (f *family) probing(nodes []topology.Node) bool {
 	st := f.state
-	_, tells := st.tracker.(kind.Survivals)
-	return tells && len(nodes) == 1 && len(st.probes) > 0 && st.lost.wholeOrGone()
+	return st.survivals != nil && len(nodes) == 1 && len(st.probes) > 0 && st.lost.wholeOrGone()
 }
 
 // addProbes adds the probes to the keys the sweep reads of the node, but
@@ -85,7 +88,7 @@ func (f *family) readAllAfterFlush(ctx context.Context, run *sweepRun, nodes []t
 	if !run.probed || run.changed == nil {
 		return 0, nil
 	}
-	if s, ok := f.state.tracker.(kind.Survivals); !ok || s.Survived() > 0 {
+	if s := f.state.survivals; s == nil || s.Survived() > 0 {
 		return 0, nil
 	}
 	f.log().Info("a FLUSHDB on the server: no hold of this family read since survived it, so every key is read again")
@@ -94,4 +97,32 @@ func (f *family) readAllAfterFlush(ctx context.Context, run *sweepRun, nodes []t
 		run.progress[n.Addr] = &redisread.Progress{}
 	}
 	return f.read(ctx, run, nodes)
+}
+
+// survivedFlush reports, for a sweep cut off at sampling.timeout, whether
+// a FLUSHDB since (lostWatch.wholeOrGone) left the family's keys where
+// they were: a probe read now holds a hold the kind has read, in this
+// sweep or before. The sweep then goes on (resume), where it started
+// over after every flush: a server whose other databases are flushed
+// more often than a paced first read of its keys lasts (45 s at a
+// million slot sets) never got a first picture.
+func (f *family) survivedFlush(ctx context.Context, run *sweepRun) bool {
+	st := f.state
+	if st.survivals == nil || len(st.probes) == 0 || len(run.progress) != 1 || !st.lost.wholeOrGone() {
+		return false
+	}
+	out := make(chan []redisread.KeyRead, 1)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- f.s.reader.ReadKeysFrom(ctx, f.s.topo.Router(), run.plan, slices.Clone(st.probes), nil, out)
+		close(out)
+	}()
+	found := false
+	for batch := range out {
+		for i := range batch {
+			kr := &batch[i]
+			found = found || kr.Status == redisread.OK && st.survivals.Known(kind.Key{Read: kr, Hash: xxhash.Sum64String(kr.Key)})
+		}
+	}
+	return <-errc == nil && found
 }

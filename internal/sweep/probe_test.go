@@ -69,10 +69,12 @@ func TestFlushBetweenCheckAndBarrier(t *testing.T) {
 			if lost != 0 || released != 0 || read > 32 {
 				t.Errorf("after a FLUSHDB of another database: lost %v, released %v, %v keys read; want nothing ended, and the probes read at most", lost, released, read)
 			}
-			// The sweep after it is as any other.
+			// The sweep after it is as any other: nothing written, and
+			// a slice of the reconciliation, one SCAN page (COUNT 10,
+			// which SCAN may pass by a few keys).
 			before = scanned()
 			h.Sweep()
-			if n := scanned() - before; n > 10 {
+			if n := scanned() - before; n > 20 {
 				t.Errorf("the sweep after read %v keys", n)
 			}
 		})

@@ -36,7 +36,8 @@ func (c *cutOff) Unwrap() error { return c.err }
 // or nil when there is none or it cannot go on: the nodes are not the
 // same ones (a failover, a node added or removed: its cursors mean
 // nothing elsewhere), or data vanished in between (a restart, a flush:
-// what it read is of another dataset). The next sweep then starts anew,
+// what it read is of another dataset; not a FLUSHDB that left it in
+// place, survivedFlush). The next sweep then starts anew,
 // and the kind's sweep with it, as a failed sweep's next one does.
 func (f *family) resume(ctx context.Context) (*sweepRun, []topology.Node, error) {
 	st := f.state
@@ -49,8 +50,14 @@ func (f *family) resume(ctx context.Context) (*sweepRun, []topology.Node, error)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	if vanished := st.lost.check(ctx, nodes, f.log()); vanished || !sameNodes(run, nodes) {
-		f.log().Info("the sweep cut off at sampling.timeout starts over", "nodes_changed", !vanished, "data_vanished", vanished,
+	vanished, same := st.lost.check(ctx, nodes, f.log()), sameNodes(run, nodes)
+	if vanished && same && f.survivedFlush(ctx, run) {
+		f.log().Info("a FLUSHDB on the server left keys this sweep read in place: it emptied another database, and the sweep cut off at sampling.timeout goes on",
+			"attempts", run.attempts, "keys_read", run.keys)
+		vanished = false
+	}
+	if vanished || !same {
+		f.log().Info("the sweep cut off at sampling.timeout starts over", "nodes_changed", !same, "data_vanished", vanished,
 			"attempts", run.attempts, "keys_read", run.keys)
 		return nil, nil, nil
 	}

@@ -305,3 +305,78 @@ func TestFlushOfOwnDatabaseCutOffGoesOn(t *testing.T) {
 		t.Errorf("want one line that every key is read again, got %q", l)
 	}
 }
+
+// TestCutOffSweepGoesOnThroughAFlush: a sweep cut off at sampling.timeout,
+// and a FLUSHDB before its next attempt. Of another database: the sweep
+// goes on, each key read once, the picture a full read gives. Of the
+// family's own database: it starts over. Slot sets and locks, with
+// change tracking off and on.
+func TestCutOffSweepGoesOnThroughAFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	cache := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 5, DisableIdentity: true})
+	t.Cleanup(func() { _ = cache.Close() })
+	for _, fam := range []int{0, 1} {
+		for _, track := range []bool{false, true} {
+			for _, own := range []bool{false, true} {
+				rf := resumeFamilies(exportertest.RedisTime(t, rc))[fam]
+				t.Run(fmt.Sprintf("%s/track_changes=%v/own_database=%v", rf.fam.Name, track, own), func(t *testing.T) {
+					exportertest.Must(t, rc.FlushAll(ctx).Err())
+					began := time.Now()
+					pipelined(t, rc, 0, resumeKeys, rf.write)
+					yaml := func(sampling ...string) string {
+						return redisproc.Config{
+							Redis:    standaloneSection(srv.Addr),
+							Sampling: append([]string{"interval: 1s", "window: 10m", "redis_cpu_share: 0", fmt.Sprintf("track_changes: %v", track)}, sampling...),
+							Leaks:    []string{"per_user_series: 1000"},
+							Families: []redisproc.Family{rf.fam},
+						}.YAML()
+					}
+					full := exportertest.Dial(t, yaml())
+					logs := exportertest.NewLogs()
+					cut := exportertest.Dial(t, yaml("timeout: 500ms", fmt.Sprintf("max_keys_per_second: %d", resumeBudget)), logs.Logger())
+					if err := cut.Sweeper.SweepOnce(ctx); !errors.Is(err, context.DeadlineExceeded) {
+						t.Fatalf("the first attempt of a sweep of %d keys returned %v, want a cut-off", resumeKeys, err)
+					}
+					if own {
+						exportertest.Must(t, rc.FlushDB(ctx).Err())
+						pipelined(t, rc, 0, resumeKeys, rf.change)
+					} else {
+						exportertest.Must(t, cache.Set(ctx, "page:/", "<html>", 0).Err())
+						exportertest.Must(t, cache.FlushDB(ctx).Err())
+					}
+					exportertest.WaitFor(t, 0, "a complete sweep", func() bool {
+						err := cut.Sweeper.SweepOnce(ctx)
+						if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+							t.Fatal(err)
+						}
+						return err == nil
+					})
+					full.Sweep()
+					got := cut.Metrics()
+					over, on := logs.Lines("starts over"), logs.Lines("emptied another database, and the sweep cut off at sampling.timeout goes on")
+					if own {
+						// What the first attempt read is gone: its holds are
+						// lost (a full read never saw them), and the picture
+						// is of the keys written after the flush.
+						if len(over) != 1 || len(on) != 0 {
+							t.Errorf("after a FLUSHDB of its own database the sweep must start over: %q, %q", over, on)
+						}
+						if sets := got[fmt.Sprintf(`slot_sets{family=%q}`, rf.fam.Name)]; sets != resumeKeys {
+							t.Errorf("slot_sets = %v, want the %d written after the flush", sets, resumeKeys)
+						}
+						return
+					}
+					sameFiguresWithin(t, "a sweep through a FLUSHDB", full.Metrics(), got, time.Since(began).Seconds())
+					if len(over) != 0 || len(on) != 1 {
+						t.Errorf("after a FLUSHDB of another database the sweep must go on: %q, %q", over, on)
+					}
+					if n := got[fmt.Sprintf(`slot_exporter_keys_scanned_total{family=%q}`, rf.fam.Name)]; n != resumeKeys {
+						t.Errorf("the sweep read %v keys, want each of the %d keys once", n, resumeKeys)
+					}
+				})
+			}
+		}
+	}
+}

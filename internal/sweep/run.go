@@ -371,13 +371,16 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 	st.keysScanned++
 	switch kr.Status {
 	case redisread.Gone:
+		st.keepProbe(kr.Key, false)
 		return
 	case redisread.Skipped:
+		st.keepProbe(kr.Key, false)
 		f.skip(kr.Skip, kr.Key)
 		return
 	}
 	user, ok := f.cfg.UserOf(kr.Key)
 	if !ok {
+		st.keepProbe(kr.Key, false)
 		f.skip(redisread.SkipBadUser, kr.Key)
 		return
 	}
@@ -386,6 +389,7 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 	}
 	run.sets++
 	st.tracker.Apply(&run.Sweep, kind.Key{Read: kr, Hash: kh, User: user, UserHash: f.userID(kr.Key, kh, user)})
+	st.keepProbe(kr.Key, !kr.Oversized) // an oversized set's members are not tracked one by one
 }
 
 // skip counts a key skipped for reason, and names one in the log the
@@ -443,17 +447,12 @@ func (f *family) track(run *sweepRun, kr *redisread.KeyRead) {
 	case redisread.Gone:
 		run.replayer.Forget(kh)
 		delete(st.volatile, kr.Key)
-		st.dropProbe(kr.Key)
 		return
 	}
 	if kr.Status == redisread.OK && run.replayer.Held(kh) {
 		delete(st.volatile, kr.Key)
-		if _, ok := run.replayer.(kind.Survivals); ok {
-			st.noteProbe(kr.Key)
-		}
 		return
 	}
 	run.replayer.Forget(kh)
 	st.readEverySweep(kr.Key)
-	st.dropProbe(kr.Key)
 }

@@ -255,6 +255,14 @@ func (t *MemberTracker) Observe(h uint64, keyHash uint64, score float64, now int
 	return o
 }
 
+// Tracked reports whether the member with hash h of the key with hash
+// keyHash is tracked.
+func (t *MemberTracker) Tracked(h, keyHash uint64) bool {
+	h = slotHash(h, keyHash)
+	p := t.part(h)
+	return len(p.slots) > 0 && !p.find(h).free()
+}
+
 // FirstSeen returns when the member with hash h of the key with hash
 // keyHash was first seen (Redis time, ms), if it is tracked.
 func (t *MemberTracker) FirstSeen(h, keyHash uint64) (int64, bool) {
