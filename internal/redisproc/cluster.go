@@ -92,7 +92,13 @@ func (c *Cluster) startNodeOnce() (*Server, error) {
 		"--cluster-enabled", "yes",
 		// Relative to --dir, the server's own scratch directory.
 		"--cluster-config-file", "nodes.conf",
-		"--cluster-node-timeout", "1000",
+		// No test or bench waits for a failure to be detected (their
+		// failovers are CLUSTER FAILOVER): a timeout of a second let a
+		// node that answered pings late on a loaded machine (the race
+		// detector, several packages at once on two cores) be flagged
+		// failing, and the cluster answered CLUSTERDOWN for a moment in
+		// the middle of TestClusterFailover.
+		"--cluster-node-timeout", "5000",
 		"--cluster-port", strconv.Itoa(bus),
 		// A diskless full sync otherwise waits 5s for more replicas.
 		"--repl-diskless-sync-delay", "0",
