@@ -46,11 +46,18 @@ import (
 // changed are read anyway.
 const maxProbes = 32
 
+// survivals is the family's kind as one that can tell a hold read again,
+// or nil.
+func (st *state) survivals() kind.Survivals {
+	s, _ := st.tracker.(kind.Survivals)
+	return s
+}
+
 // keepProbe keeps key as a probe, while there is room, if the kind
 // applied it (applied), and forgets it if not (gone, skipped).
 func (st *state) keepProbe(key string, applied bool) {
 	switch {
-	case st.survivals == nil:
+	case st.survivals() == nil:
 	case !applied:
 		if i := slices.Index(st.probes, key); i >= 0 {
 			st.probes = slices.Delete(st.probes, i, i+1)
@@ -66,7 +73,7 @@ func (st *state) keepProbe(key string, applied bool) {
 // and probes, rather than every key.
 func (f *family) probing(nodes []topology.Node) bool {
 	st := f.state
-	return st.survivals != nil && len(nodes) == 1 && len(st.probes) > 0 && st.lost.wholeOrGone()
+	return st.survivals() != nil && len(nodes) == 1 && len(st.probes) > 0 && st.lost.wholeOrGone()
 }
 
 // addProbes adds the probes to the keys the sweep reads of the node, but
@@ -88,7 +95,7 @@ func (f *family) readAllAfterFlush(ctx context.Context, run *sweepRun, nodes []t
 	if !run.probed || run.changed == nil {
 		return 0, nil
 	}
-	if s := f.state.survivals; s == nil || s.Survived() > 0 {
+	if s := f.state.survivals(); s == nil || s.Survived() > 0 {
 		return 0, nil
 	}
 	f.log().Info("a FLUSHDB on the server: no hold of this family read since survived it, so every key is read again")
@@ -108,7 +115,8 @@ func (f *family) readAllAfterFlush(ctx context.Context, run *sweepRun, nodes []t
 // million slot sets) never got a first picture.
 func (f *family) survivedFlush(ctx context.Context, run *sweepRun) bool {
 	st := f.state
-	if st.survivals == nil || len(st.probes) == 0 || len(run.progress) != 1 || !st.lost.wholeOrGone() {
+	s := st.survivals()
+	if s == nil || len(st.probes) == 0 || len(run.progress) != 1 || !st.lost.wholeOrGone() {
 		return false
 	}
 	out := make(chan []redisread.KeyRead, 1)
@@ -121,7 +129,7 @@ func (f *family) survivedFlush(ctx context.Context, run *sweepRun) bool {
 	for batch := range out {
 		for i := range batch {
 			kr := &batch[i]
-			found = found || kr.Status == redisread.OK && st.survivals.Known(kind.Key{Read: kr, Hash: xxhash.Sum64String(kr.Key)})
+			found = found || kr.Status == redisread.OK && s.Known(kind.Key{Read: kr, Hash: xxhash.Sum64String(kr.Key)})
 		}
 	}
 	return <-errc == nil && found

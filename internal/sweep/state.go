@@ -63,9 +63,8 @@ type state struct {
 	cursor      map[string]uint64
 	// probes are a few keys read by name, read again after a FLUSHDB to
 	// tell whether it emptied the family's database (probe.go), when the
-	// kind can tell (survivals; nil: it cannot).
-	probes    []string
-	survivals kind.Survivals
+	// kind can tell (kind.Survivals).
+	probes []string
 	// reconcileCredit is the reconciliation's unspent share of a key.
 	reconcileCredit float64
 	// known is how many keys the last complete sweep accounted for.
@@ -99,7 +98,6 @@ func newState(f *config.Family, s *config.Sampling) (*state, error) {
 	}
 	st := &state{tracker: t, floor: track.NewFloorTracker(), lost: newLostWatch(),
 		volatile: map[string]struct{}{}, cursor: map[string]uint64{}}
-	st.survivals, _ = t.(kind.Survivals)
 	st.setBudget(s.MaxKeysPerSecond)
 	return st, nil
 }
