@@ -289,6 +289,35 @@ func (f *Feed) Changes(ctx context.Context, n topology.Node, family string) (Nam
 	return Names{d}, fn.epoch, nil
 }
 
+// NamedSince reports whether any of keys may have been written on node n
+// since the family's last Changes, which returned epoch: one of them is
+// named since, or a flush, the limit or a new connection leave it
+// unknown. A barrier first, as for Changes: every write Redis executed
+// before the call is counted.
+func (f *Feed) NamedSince(ctx context.Context, n topology.Node, family string, epoch int, keys []string) (bool, error) {
+	f.mu.Lock()
+	fn := f.nodes[n.Addr]
+	f.mu.Unlock()
+	if fn == nil {
+		return true, nil
+	}
+	if err := fn.barrier(ctx); err != nil {
+		return true, err
+	}
+	fn.mu.Lock()
+	defer fn.mu.Unlock()
+	d := fn.dirty[family]
+	if fn.broken || fn.epoch != epoch || d == nil || d.over || d.flushed {
+		return true, nil
+	}
+	for _, k := range keys {
+		if d.position(k) >= 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // node returns n's tracking, connecting it if needed.
 func (f *Feed) node(ctx context.Context, n topology.Node) (*feedNode, error) {
 	f.mu.Lock()

@@ -234,3 +234,61 @@ func TestChangesLimit(t *testing.T) {
 		t.Fatalf("the other family: All %v, Len %d", keys.All(), keys.Len())
 	}
 }
+
+// TestNamedSince: whether keys may have been written since the family's
+// last Changes: a key written since is named; a flush of any database,
+// or a connection lost since, leaves it unknown.
+func TestNamedSince(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	feed := New([]Family{{Name: "f", Match: "k:*", Re: regexp.MustCompile(`^k:`)}}, topology.Shard{},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(feed.Close)
+	n := topology.Node{Addr: srv.Addr, C: rc}
+	take := func() int {
+		t.Helper()
+		_, epoch, err := feed.Changes(ctx, n, "f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return epoch
+	}
+	since := func(epoch int, keys ...string) bool {
+		t.Helper()
+		named, err := feed.NamedSince(ctx, n, "f", epoch, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return named
+	}
+	take()
+	if err := rc.Set(ctx, "k:a", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	epoch := take()
+	if since(epoch, "k:a", "k:b") {
+		t.Error("nothing written since, yet named")
+	}
+	if err := rc.Set(ctx, "k:b", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !since(epoch, "k:a", "k:b") || since(epoch, "k:a") {
+		t.Error("k:b written since the last Changes: only it is named")
+	}
+	epoch = take()
+	other := rc.Conn()
+	t.Cleanup(func() { _ = other.Close() })
+	if err := other.Select(ctx, 5).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !since(epoch, "k:a") {
+		t.Error("a flush since leaves it unknown")
+	}
+	if !since(epoch+1, "k:a") {
+		t.Error("under another epoch, unknown")
+	}
+}

@@ -29,17 +29,18 @@ import (
 // reads one hold again that an earlier sweep read (kind.Survivals; a
 // slot's member, a lock's token: named afresh by every recipe and
 // library), the flush emptied another database: nothing was lost, and
-// the rest is replayed from what the sweep holds. If it reads none, the
+// the rest is replayed from what the sweep holds. For the other kinds
+// (counters, rate windows, queues), a probe that exists and that the
+// feed has not named since shows the same (keysInPlace). If not, the
 // same sweep goes on to read every key (readAllAfterFlush), and what
 // vanished is judged lost as after any flush (endsLost). Tracking lost
 // nothing meanwhile: a broadcast prefix outlives a flush, and the writes
 // after it are named.
 //
-// A FLUSHALL, a SWAPDB, a restart and a cluster's flushes read every key,
-// as does a kind that cannot tell a hold read again (counters, rate
-// windows, queues). The same probes let a sweep cut off at
+// A FLUSHALL, a SWAPDB, a restart and a cluster's flushes read every key.
+// The same probes let a slot-set or lock sweep cut off at
 // sampling.timeout go on through a FLUSHDB of another database
-// (survivedFlush).
+// (survivedFlush); the other kinds start over.
 
 // maxProbes is how many keys a family keeps by name to read after a
 // flush. One that still holds what it held is enough, and keys that
@@ -57,7 +58,6 @@ func (st *state) survivals() kind.Survivals {
 // applied it (applied), and forgets it if not (gone, skipped).
 func (st *state) keepProbe(key string, applied bool) {
 	switch {
-	case st.survivals() == nil:
 	case !applied:
 		if i := slices.Index(st.probes, key); i >= 0 {
 			st.probes = slices.Delete(st.probes, i, i+1)
@@ -73,7 +73,7 @@ func (st *state) keepProbe(key string, applied bool) {
 // and probes, rather than every key.
 func (f *family) probing(nodes []topology.Node) bool {
 	st := f.state
-	return st.survivals() != nil && len(nodes) == 1 && len(st.probes) > 0 && st.lost.wholeOrGone()
+	return len(nodes) == 1 && len(st.probes) > 0 && st.lost.wholeOrGone()
 }
 
 // addProbes adds the probes to the keys the sweep reads of the node, but
@@ -95,15 +95,45 @@ func (f *family) readAllAfterFlush(ctx context.Context, run *sweepRun, nodes []t
 	if !run.probed || run.changed == nil {
 		return 0, nil
 	}
-	if s := f.state.survivals(); s == nil || s.Survived() > 0 {
+	if f.keysInPlace(ctx, run, nodes[0]) {
 		return 0, nil
 	}
-	f.log().Info("a FLUSHDB on the server: no hold of this family read since survived it, so every key is read again")
+	f.log().Info("a FLUSHDB on the server: no key of this family read since shows that it survived, so every key is read again")
 	run.changed = nil
 	for _, n := range nodes {
 		run.progress[n.Addr] = &redisread.Progress{}
 	}
 	return f.read(ctx, run, nodes)
+}
+
+// keysInPlace reports, for a sweep that read what changed and the probes
+// after a FLUSHDB, whether the flush left the family's keys in place.
+func (f *family) keysInPlace(ctx context.Context, run *sweepRun, n topology.Node) bool {
+	st := f.state
+	if s := st.survivals(); s != nil {
+		return s.Survived() > 0
+	}
+	// A kind whose values are not named afresh: a counter written back
+	// after a flush may hold the same number. A probe that exists, and
+	// that nothing has written since the flush, was there before it. It
+	// was not written between the sweep before and this one's barrier
+	// (the feed would have named it, and it would not have been read
+	// as a probe), and NamedSince covers the rest, to after its read.
+	var read []string
+	for _, k := range run.changed[n.Addr].more {
+		if slices.Contains(st.probes, k) { // read and applied: keepProbe dropped the rest
+			read = append(read, k)
+		}
+	}
+	if len(read) == 0 {
+		return false
+	}
+	if named, err := f.s.changes.NamedSince(ctx, n, f.cfg.Name, st.pendingSync[n.Addr], read); err != nil || named {
+		return false
+	}
+	f.log().Info("a FLUSHDB on the server left keys of this family in place, unwritten since: it emptied another database",
+		"keys_in_place", len(read))
+	return true
 }
 
 // survivedFlush reports, for a sweep cut off at sampling.timeout, whether

@@ -80,3 +80,61 @@ func TestFlushBetweenCheckAndBarrier(t *testing.T) {
 		})
 	}
 }
+
+// TestFlushOfAnotherDatabaseCounters: counters, whose values are not named
+// afresh, after a FLUSHDB of another database: the probes exist and the
+// feed has named none since, so the sweep reads what changed and them,
+// with the figures of a full read. After a FLUSHDB of their own database
+// they are gone, and the sweep reads every key.
+func TestFlushOfAnotherDatabaseCounters(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	cache := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 5, DisableIdentity: true})
+	t.Cleanup(func() { _ = cache.Close() })
+	const keys = 1000
+	pipe := rc.Pipeline()
+	for i := range keys {
+		pipe.Set(ctx, fmt.Sprintf("c:{u%04d}", i), i%4, 0)
+	}
+	_, err := pipe.Exec(ctx)
+	exportertest.Must(t, err)
+	yaml := func(track bool) string {
+		return redisproc.Config{
+			Redis:    standaloneSection(srv.Addr),
+			Sampling: []string{"interval: 1m", "window: 10m", "full_scan_interval: 5h", fmt.Sprintf("track_changes: %v", track)},
+			Leaks:    []string{"per_user_series: 1000"},
+			Families: []redisproc.Family{{Name: "legacy", Kind: "counter", Match: "c:*", Limit: 3}},
+		}.YAML()
+	}
+	full, logs := exportertest.Dial(t, yaml(false)), exportertest.NewLogs()
+	h := exportertest.Dial(t, yaml(true), logs.Logger())
+	scanned := func() float64 { return h.Metrics()[`slot_exporter_keys_scanned_total{family="legacy"}`] }
+	h.Sweep()
+	h.Sweep()
+	full.Sweep()
+
+	exportertest.Must(t, rc.Incr(ctx, "c:{u0001}").Err())
+	exportertest.Must(t, rc.Del(ctx, "c:{u0002}").Err())
+	exportertest.Must(t, cache.Set(ctx, "page:/", "<html>", 0).Err())
+	exportertest.Must(t, cache.FlushDB(ctx).Err())
+	before := scanned()
+	h.Sweep()
+	full.Sweep()
+	if n := scanned() - before; n < 2 || n > 2+32 {
+		t.Errorf("the sweep after a FLUSHDB of another database read %v keys; want the 2 written and at most 32 probes", n)
+	}
+	sameFiguresWithin(t, "after a FLUSHDB of another database", full.Metrics(), h.Metrics(), 1)
+	if l := logs.Lines("left keys of this family in place"); len(l) != 1 {
+		t.Errorf("want one line that the flush left the keys in place, got %q", l)
+	}
+
+	exportertest.Must(t, rc.FlushDB(ctx).Err())
+	exportertest.Must(t, rc.Set(ctx, "c:{u0007}", 3, 0).Err())
+	h.Sweep()
+	full.Sweep()
+	sameFiguresWithin(t, "after a FLUSHDB of their own database", full.Metrics(), h.Metrics(), 1)
+	if l := logs.Lines("every key is read again"); len(l) != 1 {
+		t.Errorf("want one line that every key is read again, got %q", l)
+	}
+}
