@@ -87,6 +87,14 @@ func (s *Server) Client() *redis.Client {
 	return c
 }
 
+// ClientOf is a client of database db, closed when the test ends: the
+// database beside the one a family reads (a cache a deploy flushes).
+func (s *Server) ClientOf(db int) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, DB: db, DisableIdentity: true})
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // Restart kills the server and starts it again, empty, on the same port.
 func (s *Server) Restart() {
 	s.t.Helper()

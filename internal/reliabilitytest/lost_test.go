@@ -78,8 +78,7 @@ func TestVanishedDataIsLost(t *testing.T) {
 		}},
 		{"reload to another database", func(t *testing.T, srv *redistest.Server, _ *redis.Client, e *exporter) *redis.Client {
 			reloadTo(e, configYAML(addrBlock(srv.Addr)+"  db: 3\n", quickSampling, streamsFamily))
-			c := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 3, DisableIdentity: true})
-			t.Cleanup(func() { _ = c.Close() })
+			c := srv.ClientOf(3)
 			return c
 		}},
 	}
@@ -230,8 +229,7 @@ func TestFlushOfAnotherDatabaseLosesNothing(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			admin := srv.Client()
-			cache := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 5, DisableIdentity: true})
-			t.Cleanup(func() { _ = cache.Close() })
+			cache := srv.ClientOf(5)
 			exportertest.Must(t, cache.Set(ctx, "page:/", "<html>", 0).Err())
 			e := nineteenHolds(t, srv, admin)
 
@@ -279,8 +277,7 @@ func TestFlushOfAnotherDatabaseLosesNothing(t *testing.T) {
 func TestFlushOfAnotherDatabaseReadsWhatChanged(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
-	cache := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 5, DisableIdentity: true})
-	t.Cleanup(func() { _ = cache.Close() })
+	cache := srv.ClientOf(5)
 	const users = 2000
 	expiry := exportertest.RedisTime(t, admin) + 115_000
 	seedHolds(t, admin, "u", users, 2, expiry)

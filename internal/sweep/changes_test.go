@@ -391,8 +391,7 @@ func TestChangesSameAsFullRead(t *testing.T) {
 	// A FLUSHDB of another database: one invalidation with no key, as
 	// for any flush. Slot sets and locks read what changed and a few
 	// held keys, which survived; the other kinds read everything.
-	other := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 7, DisableIdentity: true})
-	t.Cleanup(func() { _ = other.Close() })
+	other := srv.ClientOf(7)
 	must(other.Set(ctx, "page:/", "<html>", 0).Err())
 	must(other.FlushDB(ctx).Err())
 	must(rc.ZRem(ctx, "s:{u14}", "h2").Err())

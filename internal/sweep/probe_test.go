@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redisproc"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
@@ -23,8 +21,7 @@ func TestFlushBetweenCheckAndBarrier(t *testing.T) {
 			srv := redistest.Start(t)
 			rc := srv.Client()
 			ctx := context.Background()
-			cache := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 5, DisableIdentity: true})
-			t.Cleanup(func() { _ = cache.Close() })
+			cache := srv.ClientOf(5)
 			rf := resumeFamilies(exportertest.RedisTime(t, rc))[0]
 			const keys = 1000
 			pipelined(t, rc, 0, keys, rf.write)
@@ -90,8 +87,7 @@ func TestFlushOfAnotherDatabaseCounters(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client()
 	ctx := context.Background()
-	cache := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 5, DisableIdentity: true})
-	t.Cleanup(func() { _ = cache.Close() })
+	cache := srv.ClientOf(5)
 	const keys = 1000
 	pipe := rc.Pipeline()
 	for i := range keys {

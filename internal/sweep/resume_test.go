@@ -315,8 +315,7 @@ func TestCutOffSweepGoesOnThroughAFlush(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client()
 	ctx := context.Background()
-	cache := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 5, DisableIdentity: true})
-	t.Cleanup(func() { _ = cache.Close() })
+	cache := srv.ClientOf(5)
 	for _, fam := range []int{0, 1} {
 		for _, track := range []bool{false, true} {
 			for _, own := range []bool{false, true} {

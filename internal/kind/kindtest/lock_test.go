@@ -178,8 +178,7 @@ func TestLockScenario(t *testing.T) {
 
 	// A FLUSHDB of another database, and a lock released beside it: the
 	// locks read again show that the flush was not of theirs.
-	cache := redis.NewClient(&redis.Options{Addr: srv.Addr, DB: 9, DisableIdentity: true})
-	t.Cleanup(func() { _ = cache.Close() })
+	cache := srv.ClientOf(9)
 	exportertest.Must(t, cache.Set(ctx, "page:/", "<html>", 0).Err())
 	exportertest.Must(t, rc.Del(ctx, "t:lock:ok").Err())
 	exportertest.Must(t, cache.FlushDB(ctx).Err())
