@@ -29,9 +29,19 @@ func New(r *config.Redis) (redis.UniversalClient, error) {
 		return nil, err
 	}
 	rc := *r
+	// A password file that held a password when the config was loaded and
+	// reads empty now was caught while it was rewritten (truncated, then
+	// written). Taken as no password, the connection logged in as nobody,
+	// the pool kept it, and every command on it was refused with NOAUTH
+	// until the exporter restarted. Its dial fails instead, and the next
+	// one reads the file again.
+	loaded, _ := Password(r)
 	credentials := func(username string) func(context.Context) (string, string, error) {
 		return func(context.Context) (string, string, error) {
 			p, err := Password(&rc)
+			if err == nil && p == "" && loaded != "" {
+				err = fmt.Errorf("redis.password_file: %s reads empty (caught while it was rewritten?); the next connection reads it again", rc.PasswordFile)
+			}
 			return username, p, err
 		}
 	}

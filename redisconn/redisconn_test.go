@@ -326,3 +326,36 @@ func TestPassword(t *testing.T) {
 		})
 	}
 }
+
+// TestPasswordFileCaughtEmpty: a password file caught empty while it is
+// rewritten (truncated, then written) fails that connection's dial. Taken
+// as no password, the connection logged in as nobody, every command on it
+// was refused with NOAUTH, and the pool kept it: the exporter stayed down
+// after the rotation until it was restarted.
+func TestPasswordFileCaughtEmpty(t *testing.T) {
+	pw := redisproc.Secret()
+	srv := redistest.Start(t, "--requirepass", pw)
+	pf := filepath.Join(t.TempDir(), "pw")
+	writeFile(t, pf, pw+"\n")
+	c := newClient(t, &config.Redis{Addr: srv.Addr, PasswordFile: pf})
+	if err := ping(c); err != nil {
+		t.Fatal(err)
+	}
+	admin := adminClient(t, srv.Addr, pw)
+	drop := func() {
+		t.Helper()
+		if err := admin.ClientKillByFilter(context.Background(), "TYPE", "normal", "SKIPME", "yes").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drop()
+	writeFile(t, pf, "")
+	err := ping(c)
+	if err == nil || !strings.Contains(err.Error(), "redis.password_file") || strings.Contains(err.Error(), "NOAUTH") {
+		t.Errorf("a dial while the password file is empty: %v; want an error naming redis.password_file", err)
+	}
+	writeFile(t, pf, pw+"\n")
+	if err := ping(c); err != nil {
+		t.Errorf("once the file holds the password again: %v", err)
+	}
+}
