@@ -41,12 +41,6 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 		return
 	}
 	probe := f.probing(nodes)
-	if st.lost.suspect && !probe {
-		// The data may have vanished in a way tracking does not report
-		// (SWAPDB, a restart or failover seen before the feed noticed):
-		// read everything.
-		st.synced = nil
-	}
 	if st.lastSuccess.IsZero() {
 		// How many keys there are is known once a read completes: until
 		// then the limit grows with the keys read. Names that outgrow
@@ -86,7 +80,10 @@ func (f *family) planChanges(ctx context.Context, run *sweepRun, nodes []topolog
 		}
 	}
 	if st.lost.suspect && !probe {
-		// A flush that a read of probes cannot weigh.
+		// The data may have vanished in a way that tracking does not
+		// report (SWAPDB, a restart or failover seen before the feed
+		// noticed), or that a read of probes cannot weigh (a FLUSHALL,
+		// a cluster): read everything.
 		full = true
 	}
 	// The feed has handed these keys over and names them no more: until
