@@ -142,8 +142,9 @@ func (w *streamWorkload) next(sq *streamQueue, c consumer) []streamqueue.Entry {
 		if !w.check(err) {
 			return nil
 		}
+		at := span{sent: sent, replied: time.Now()}
 		w.mu.Lock()
-		sq.seen[c.name] = sent
+		sq.seen[c.name] = at
 		for _, e := range got {
 			w.claimed++
 			p := sq.pending[e.ID]
@@ -151,7 +152,7 @@ func (w *streamWorkload) next(sq *streamQueue, c consumer) []streamqueue.Entry {
 				p = &pendingEntry{}
 				sq.pending[e.ID] = p
 			}
-			p.consumer, p.delivered = c.name, sent
+			p.consumer, p.delivered = c.name, at
 			p.deliveries++
 		}
 		w.mu.Unlock()
@@ -164,13 +165,14 @@ func (w *streamWorkload) next(sq *streamQueue, c consumer) []streamqueue.Entry {
 	if !w.check(err) {
 		return nil
 	}
+	at := span{sent: sent, replied: time.Now()}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	sq.seen[c.name] = sent
+	sq.seen[c.name] = at
 	for _, e := range got {
 		w.delivered++
 		sq.delivered++
-		sq.pending[e.ID] = &pendingEntry{consumer: c.name, delivered: sent, deliveries: 1}
+		sq.pending[e.ID] = &pendingEntry{consumer: c.name, delivered: at, deliveries: 1}
 	}
 	return got
 }

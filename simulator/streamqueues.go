@@ -146,6 +146,15 @@ type StreamQueueTruth struct {
 	RedeliveredUsers     map[string]int64   `json:"redelivered_users"`
 	MaxDeliveriesByUser  map[string]int64   `json:"max_deliveries_by_user"` // highest delivery count of a pending entry
 	OldestPendingSeconds map[string]float64 `json:"oldest_pending_seconds"` // age of the oldest pending entry, from its ID's time
+
+	// Of StuckUsers and DeadConsumerUsers, those Redis may not count yet.
+	// The truth dates a delivery (or a consumer's last command) at the
+	// command's sending, Redis when it ran, up to the reply. Where the
+	// reply came less than MaxHold ago, Redis's verdict goes either way: a
+	// busy machine can leave a command in flight for longer than the
+	// distance to the edge. Where not zero.
+	StuckUnsureUsers map[string]int64 `json:"stuck_unsure_users"`
+	DeadUnsureUsers  map[string]int64 `json:"dead_unsure_users"`
 }
 
 type streamWorkload struct {
@@ -171,13 +180,24 @@ type streamQueue struct {
 	added     int64
 	delivered int64
 	pending   map[string]*pendingEntry // by entry ID
-	seen      map[string]time.Time     // by consumer: its last read or claim
+	seen      map[string]span          // by consumer: its last read or claim
 }
 
 type pendingEntry struct {
 	consumer   string
-	delivered  time.Time
+	delivered  span
 	deliveries int64
+}
+
+// span is a command's time, from its sending to its reply. Redis dates what
+// the command did somewhere in between; an idle time is measured from the
+// sending, the longest it can be, and is known to within the span.
+type span struct{ sent, replied time.Time }
+
+// beyond reports whether d has passed since the span at now: surely, by
+// its reply, or only by its sending.
+func (a span) beyond(now time.Time, d time.Duration) (sure, maybe bool) {
+	return now.Sub(a.replied) > d, now.Sub(a.sent) > d
 }
 
 func newStreamWorkload(s *Sim) *streamWorkload {
@@ -195,7 +215,7 @@ func newStreamWorkload(s *Sim) *streamWorkload {
 		st, _ := streamqueue.New(s.c, s.StreamKey(users[i]), o.Group)
 		w.streams = append(w.streams, &streamQueue{
 			user: users[i], mode: mode, st: st, rng: s.actorRng(saltStreamUsers, i), ready: make(chan struct{}),
-			pending: map[string]*pendingEntry{}, seen: map[string]time.Time{},
+			pending: map[string]*pendingEntry{}, seen: map[string]span{},
 		})
 	}
 	return w
@@ -228,6 +248,7 @@ func (w *streamWorkload) fill(t *Truth, now time.Time) {
 		Added: w.added, Delivered: w.delivered, Claimed: w.claimed, Acked: w.acked,
 		Used: map[string]int64{}, LagUsers: map[string]int64{}, StuckUsers: map[string]int64{},
 		DeadConsumerUsers: map[string]int64{}, RedeliveredUsers: map[string]int64{},
+		StuckUnsureUsers: map[string]int64{}, DeadUnsureUsers: map[string]int64{},
 		MaxDeliveriesByUser: map[string]int64{}, OldestPendingSeconds: map[string]float64{},
 	}
 	for _, sq := range w.streams {
@@ -244,9 +265,12 @@ func (w *streamWorkload) fill(t *Truth, now time.Time) {
 			st.Pending++
 			st.Used[u]++
 			owners[p.consumer] = true
-			if now.Sub(p.delivered) > o.MaxHold {
+			if sure, maybe := p.delivered.beyond(now, o.MaxHold); maybe {
 				st.PendingStuck++
 				st.StuckUsers[u]++
+				if !sure {
+					st.StuckUnsureUsers[u]++
+				}
 			}
 			if p.deliveries > o.MaxDeliveries {
 				st.Redelivered++
@@ -261,9 +285,12 @@ func (w *streamWorkload) fill(t *Truth, now time.Time) {
 			st.OldestPendingSeconds[u] = now.Sub(oldest).Seconds()
 		}
 		for c := range owners {
-			if now.Sub(sq.seen[c]) > o.MaxHold {
+			if sure, maybe := sq.seen[c].beyond(now, o.MaxHold); maybe {
 				st.ConsumersDead++
 				st.DeadConsumerUsers[u]++
+				if !sure {
+					st.DeadUnsureUsers[u]++
+				}
 			}
 		}
 	}
