@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -291,31 +292,49 @@ func (f *Feed) Changes(ctx context.Context, n topology.Node, family string) (Nam
 
 // NamedSince reports whether any of keys may have been written on node n
 // since the family's last Changes, which returned epoch: one of them is
-// named since, or a flush, the limit or a new connection leave it
-// unknown. A barrier first, as for Changes: every write Redis executed
-// before the call is counted.
-func (f *Feed) NamedSince(ctx context.Context, n topology.Node, family string, epoch int, keys []string) (bool, error) {
+// named since, or a flush beyond the first flushes since (Flushes), the
+// limit or a new connection leave it unknown. A barrier first, as for
+// Changes: every write Redis executed before the call is counted.
+func (f *Feed) NamedSince(ctx context.Context, n topology.Node, family string, epoch, flushes int, keys []string) (bool, error) {
+	named := true
+	err := f.since(ctx, n, family, epoch, func(d *nameSet) {
+		if d.flushes > flushes {
+			return
+		}
+		named = slices.ContainsFunc(keys, func(k string) bool { return d.position(k) >= 0 })
+	})
+	return named, err
+}
+
+// Flushes returns how many FLUSHALLs and FLUSHDBs the feed has seen on
+// node n since the family's last Changes, which returned epoch, with
+// every flush Redis executed before the call counted (a barrier first).
+// ok is false when the names since are not known (another epoch, the
+// limit).
+func (f *Feed) Flushes(ctx context.Context, n topology.Node, family string, epoch int) (flushes int, ok bool, err error) {
+	err = f.since(ctx, n, family, epoch, func(d *nameSet) { flushes, ok = d.flushes, true })
+	return flushes, ok, err
+}
+
+// since runs known on the names gathered since the family's last Changes
+// on node n, after a barrier, if they are all known: under the same
+// epoch, within the limit.
+func (f *Feed) since(ctx context.Context, n topology.Node, family string, epoch int, known func(*nameSet)) error {
 	f.mu.Lock()
 	fn := f.nodes[n.Addr]
 	f.mu.Unlock()
 	if fn == nil {
-		return true, nil
+		return nil
 	}
 	if err := fn.barrier(ctx); err != nil {
-		return true, err
+		return err
 	}
 	fn.mu.Lock()
 	defer fn.mu.Unlock()
-	d := fn.dirty[family]
-	if fn.broken || fn.epoch != epoch || d == nil || d.over || d.flushed {
-		return true, nil
+	if d := fn.dirty[family]; !fn.broken && fn.epoch == epoch && d != nil && !d.over {
+		known(d)
 	}
-	for _, k := range keys {
-		if d.position(k) >= 0 {
-			return true, nil
-		}
-	}
-	return false, nil
+	return nil
 }
 
 // node returns n's tracking, connecting it if needed.

@@ -59,7 +59,7 @@ func (f *Feed) receive(fn *feedNode) {
 				// is the sweep's to find out (sweep/probe.go).
 				fn.mu.Lock()
 				for _, d := range fn.dirty {
-					d.flushed = true
+					d.flushes++
 				}
 				fn.mu.Unlock()
 				continue

@@ -236,8 +236,9 @@ func TestChangesLimit(t *testing.T) {
 }
 
 // TestNamedSince: whether keys may have been written since the family's
-// last Changes: a key written since is named; a flush of any database,
-// or a connection lost since, leaves it unknown.
+// last Changes: a key written since is named; a flush of any database
+// beyond the flushes counted (Flushes), or a connection lost since,
+// leaves it unknown.
 func TestNamedSince(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := srv.Client()
@@ -254,9 +255,14 @@ func TestNamedSince(t *testing.T) {
 		}
 		return epoch
 	}
+	var sinceFlushes func(epoch, flushes int, keys ...string) bool
 	since := func(epoch int, keys ...string) bool {
 		t.Helper()
-		named, err := feed.NamedSince(ctx, n, "f", epoch, keys)
+		return sinceFlushes(epoch, 0, keys...)
+	}
+	sinceFlushes = func(epoch, flushes int, keys ...string) bool {
+		t.Helper()
+		named, err := feed.NamedSince(ctx, n, "f", epoch, flushes, keys)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,7 +294,39 @@ func TestNamedSince(t *testing.T) {
 	if !since(epoch, "k:a") {
 		t.Error("a flush since leaves it unknown")
 	}
+	flushes := func(epoch int) (int, bool) {
+		t.Helper()
+		n, ok, err := feed.Flushes(ctx, n, "f", epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, ok
+	}
+	if got, ok := flushes(epoch); got != 1 || !ok {
+		t.Fatalf("Flushes %d %v, want 1 true", got, ok)
+	}
+	if sinceFlushes(epoch, 1, "k:a") {
+		t.Error("the one flush counted, and nothing written since: named")
+	}
+	if err := rc.Set(ctx, "k:c", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !sinceFlushes(epoch, 1, "k:c") || sinceFlushes(epoch, 1, "k:a") {
+		t.Error("k:c written after the flush: only it is named")
+	}
+	if err := other.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !sinceFlushes(epoch, 1, "k:a") {
+		t.Error("a second flush, beyond the one counted: unknown")
+	}
+	if got, ok := flushes(epoch); got != 2 || !ok {
+		t.Errorf("Flushes %d %v, want 2 true", got, ok)
+	}
 	if !since(epoch+1, "k:a") {
 		t.Error("under another epoch, unknown")
+	}
+	if _, ok := flushes(epoch + 1); ok {
+		t.Error("Flushes under another epoch: known")
 	}
 }

@@ -37,8 +37,9 @@ type nameSet struct {
 	// names everything (over): 0, no limit. See Feed.SetLimit.
 	limit int
 	over  bool
-	// flushed: a FLUSHALL or FLUSHDB came while the set gathered.
-	flushed bool
+	// flushes: the FLUSHALLs and FLUSHDBs that came while the set
+	// gathered.
+	flushes int
 }
 
 // nameRef locates one stored name: chunk << 32 | offset << 16 | flags
@@ -82,7 +83,7 @@ func (s *nameSet) setLimit(n int) {
 // overflow gives up listing: the set names everything from now on, and
 // frees what it listed.
 func (s *nameSet) overflow() {
-	*s = nameSet{prefix: s.prefix, cur: -1, limit: s.limit, over: true, flushed: s.flushed}
+	*s = nameSet{prefix: s.prefix, cur: -1, limit: s.limit, over: true, flushes: s.flushes}
 }
 
 func (s *nameSet) home(h uint64) int {
@@ -218,7 +219,7 @@ func (n Names) All() bool { return n.s != nil && n.s.over }
 // Flushed reports that a FLUSHALL or FLUSHDB of some database came while
 // the names gathered. Redis does not say which database: maybe not the
 // family's. The names written after it are listed all the same (Feed).
-func (n Names) Flushed() bool { return n.s != nil && n.s.flushed }
+func (n Names) Flushed() bool { return n.s != nil && n.s.flushes > 0 }
 
 // Len is the number of names.
 func (n Names) Len() int {

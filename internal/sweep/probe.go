@@ -38,9 +38,8 @@ import (
 // after it are named.
 //
 // A FLUSHALL, a SWAPDB, a restart and a cluster's flushes read every key.
-// The same probes let a slot-set or lock sweep cut off at
-// sampling.timeout go on through a FLUSHDB of another database
-// (survivedFlush); the other kinds start over.
+// The same probes let a sweep cut off at sampling.timeout go on through
+// a FLUSHDB of another database (survivedFlush).
 
 // maxProbes is how many keys a family keeps by name to read after a
 // flush. One that still holds what it held is enough, and keys that
@@ -128,7 +127,7 @@ func (f *family) keysInPlace(ctx context.Context, run *sweepRun, n topology.Node
 	if len(read) == 0 {
 		return false
 	}
-	if named, err := f.s.changes.NamedSince(ctx, n, f.cfg.Name, st.pendingSync[n.Addr], read); err != nil || named {
+	if named, err := f.s.changes.NamedSince(ctx, n, f.cfg.Name, st.pendingSync[n.Addr], 0, read); err != nil || named {
 		return false
 	}
 	f.log().Info("a FLUSHDB on the server left keys of this family in place, unwritten since: it emptied another database",
@@ -138,16 +137,36 @@ func (f *family) keysInPlace(ctx context.Context, run *sweepRun, n topology.Node
 
 // survivedFlush reports, for a sweep cut off at sampling.timeout, whether
 // a FLUSHDB since (lostWatch.wholeOrGone) left the family's keys where
-// they were: a probe read now holds a hold the kind has read, in this
-// sweep or before. The sweep then goes on (resume), where it started
-// over after every flush: a server whose other databases are flushed
-// more often than a paced first read of its keys lasts (45 s at a
-// million slot sets) never got a first picture.
-func (f *family) survivedFlush(ctx context.Context, run *sweepRun) bool {
+// they were. The sweep then goes on (resume), where it started over
+// after every flush: a server whose other databases are flushed more
+// often than a paced first read of its keys lasts (45 s at a million
+// slot sets) never got a first picture. The probes are read again:
+//   - a slot set's or a lock's: one holds a hold the kind has read, in
+//     this sweep or before (kind.Survivals);
+//   - another kind's, with change tracking on: one exists and the feed
+//     has not named it since the sweep began. It was not written since,
+//     and the flush came after that: had it emptied the family's
+//     database, the key would exist only if written after it. A flush
+//     the feed counts after Flushes leaves it unknown: it may have come
+//     after the read. Without tracking nothing tells, and the sweep
+//     starts over.
+func (f *family) survivedFlush(ctx context.Context, run *sweepRun, nodes []topology.Node) bool {
 	st := f.state
-	s := st.survivals()
-	if s == nil || len(st.probes) == 0 || len(run.progress) != 1 || !st.lost.wholeOrGone() {
+	if len(st.probes) == 0 || len(nodes) != 1 || !st.lost.wholeOrGone() {
 		return false
+	}
+	n, s := nodes[0], st.survivals()
+	epoch, tracked := st.pendingSync[n.Addr]
+	flushes := 0
+	if s == nil {
+		if f.s.changes == nil || !tracked {
+			return false
+		}
+		var ok bool
+		var err error
+		if flushes, ok, err = f.s.changes.Flushes(ctx, n, f.cfg.Name, epoch); err != nil || !ok {
+			return false
+		}
 	}
 	out := make(chan []redisread.KeyRead, 1)
 	errc := make(chan error, 1)
@@ -156,11 +175,25 @@ func (f *family) survivedFlush(ctx context.Context, run *sweepRun) bool {
 		close(out)
 	}()
 	found := false
+	var present []string
 	for batch := range out {
 		for i := range batch {
 			kr := &batch[i]
-			found = found || kr.Status == redisread.OK && s.Known(kind.Key{Read: kr, Hash: xxhash.Sum64String(kr.Key)})
+			switch {
+			case kr.Status != redisread.OK:
+			case s != nil:
+				found = found || s.Known(kind.Key{Read: kr, Hash: xxhash.Sum64String(kr.Key)})
+			default:
+				present = append(present, strings.Clone(kr.Key))
+			}
 		}
 	}
-	return <-errc == nil && found
+	if err := <-errc; err != nil {
+		return false
+	}
+	if s != nil || len(present) == 0 {
+		return found
+	}
+	named, err := f.s.changes.NamedSince(ctx, n, f.cfg.Name, epoch, flushes, present)
+	return err == nil && !named
 }

@@ -51,7 +51,7 @@ func (f *family) resume(ctx context.Context) (*sweepRun, []topology.Node, error)
 		return nil, nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	vanished, same := st.lost.check(ctx, nodes, f.log()), sameNodes(run, nodes)
-	if vanished && same && f.survivedFlush(ctx, run) {
+	if vanished && same && f.survivedFlush(ctx, run, nodes) {
 		f.log().Info("a FLUSHDB on the server left keys this sweep read in place: it emptied another database, and the sweep cut off at sampling.timeout goes on",
 			"attempts", run.attempts, "keys_read", run.keys)
 		vanished = false
