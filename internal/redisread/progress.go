@@ -24,8 +24,12 @@ type Progress struct {
 	Offset int
 	// Done is set once every key has been handed over.
 	Done bool
-	// Keys counts the keys handed over, in all.
-	Keys int
+	// Keys counts the keys handed over, in all, and Pages the SCAN pages
+	// walked through, with keys or none: a walk through a keyspace that
+	// holds few of the family's keys goes on for long without handing
+	// any over.
+	Keys  int
+	Pages int
 }
 
 // page is a SCAN page, or a slice of a list of keys (scan false), on its
@@ -48,6 +52,7 @@ func (pos *Progress) handed(pg *page, chunk []string, last bool) {
 		return
 	}
 	if last {
+		pos.Pages++
 		pos.Cursor = pg.next
 		pos.Done = pg.next == 0
 		if pos.Done || !scanBefore(pg.next, pos.SentUntil) {

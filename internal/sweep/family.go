@@ -90,11 +90,12 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 	cancel()
 	end := time.Now()
 	dur := end.Sub(start)
-	// A sweep cut off at sampling.timeout having read more keys goes on
-	// in the next attempt (resume.go): Redis answers, so it is no
-	// failure; the figures of the last complete sweep stay.
+	// A sweep cut off at sampling.timeout having moved on (keys read, or
+	// SCAN pages walked through) goes on in the next attempt (resume.go):
+	// Redis answers, so it is no failure; the figures of the last
+	// complete sweep stay.
 	var cut *cutOff
-	continued := errors.As(err, &cut) && cut.applied > 0 && ctx.Err() == nil
+	continued := errors.As(err, &cut) && cut.moved && ctx.Err() == nil
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Shutting down or reloading: not a Redis failure, and what the

@@ -2,6 +2,7 @@ package sweep_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -418,4 +419,71 @@ return 1`
 			t.Errorf("a sweep held up by Redis blames something else: %s", line)
 		}
 	})
+}
+
+// TestSparseFamilyCutOffIsNoFailure: a family with none of its keys yet,
+// in a large keyspace, walks SCAN pages for long without applying a key.
+// Cut off at sampling.timeout in the middle of that walk, it moved on all
+// the same: no failed sweep and no error line, and the next attempt goes
+// on from where the walk got to. Judged by its keys alone, each such
+// cut-off counted as a failed sweep, and SlotExporterSweepErrors fired for
+// a family that worked.
+func TestSparseFamilyCutOffIsNoFailure(t *testing.T) {
+	const (
+		others  = 100_000
+		timeout = 3 * time.Second
+	)
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	pipe := admin.Pipeline()
+	for i := range others {
+		pipe.Set(ctx, fmt.Sprintf("cache:%d", i), "x", 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exportertest.Must(t, admin.ConfigResetStat(ctx).Err())
+	// scan_count 10: a walk of about 10,000 SCAN pages, none with a key
+	// of the family. Redis stops answering once the walk has begun, for
+	// longer than what is left of the timeout. The pace is the default:
+	// under it a page without keys is recorded as passed (an unpaced
+	// walk hands over, and records, only pages with keys).
+	f := redisproc.Slots()
+	f.Match, f.User = "f:*", `^f:\{([^}]+)\}$`
+	h, logs := newFaultHarness(t, redisproc.Config{
+		Addr:     srv.Addr,
+		Sampling: []string{"interval: 1s", "timeout: " + timeout.String(), "scan_count: 10"},
+		Families: []redisproc.Family{f},
+	}.YAML())
+	done := make(chan error, 1)
+	go func() { done <- h.Sweeper.SweepOnce(ctx) }()
+	exportertest.WaitFor(t, time.Minute, "the walk to begin", func() bool {
+		return exportertest.Calls(t, admin, "scan") >= 1
+	})
+	exportertest.Must(t, admin.Do(ctx, "CLIENT", "PAUSE", (timeout+time.Second).Milliseconds(), "ALL").Err())
+	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the sweep returned %v, want a cut-off in the middle of its walk", err)
+	}
+	exportertest.Expect(t, h.Metrics(), map[string]float64{errSeries: 0})
+	if l := logs.Lines("sweep failed"); len(l) != 0 {
+		t.Errorf("a walk cut off having moved on is no failure: %q", l)
+	}
+	if l := logs.Lines("sweep cut off at sampling.timeout; the next attempt goes on"); len(l) != 1 {
+		t.Errorf("want one line saying the sweep goes on, got %q", l)
+	}
+	walked := exportertest.Calls(t, admin, "scan") // answered by the pause's end
+	exportertest.WaitFor(t, 0, "a complete sweep", func() bool {
+		err := h.Sweeper.SweepOnce(ctx)
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
+	exportertest.Expect(t, h.Metrics(), map[string]float64{errSeries: 0, `slot_sets{family="streams"}`: 0})
+	// Going on, the walk is done in about others/10 pages in all;
+	// starting over, the pages before the cut-off are walked twice.
+	if all := exportertest.Calls(t, admin, "scan"); all > others/10+others/100 {
+		t.Errorf("%d SCAN pages for a walk of about %d (%d before the cut-off): the walk started over", all, others/10, walked)
+	}
 }

@@ -22,11 +22,15 @@ import (
 // attempt.
 type cutOff struct {
 	run     *sweepRun
-	applied int // keys this attempt applied
+	applied int  // keys this attempt applied
+	moved   bool // it applied keys or walked SCAN pages
 	err     error
 }
 
 func (c *cutOff) Error() string {
+	if !c.moved {
+		return fmt.Sprintf("cut off in attempt %d having read nothing (%d keys in all)", c.run.attempts, c.run.keys)
+	}
 	return fmt.Sprintf("cut off after %d keys in attempt %d (%d in all)", c.applied, c.run.attempts, c.run.keys)
 }
 

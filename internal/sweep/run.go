@@ -94,6 +94,7 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 		p.active.Add(1)
 		defer p.active.Add(-1)
 	}
+	pages := run.pages()
 	applied, err := f.read(ctx, run, nodes)
 	if err == nil {
 		var more int
@@ -101,16 +102,22 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 		applied += more
 	}
 	run.keys += applied
+	// Keys applied, or SCAN pages walked through: a family with a few
+	// keys, or none yet, in a large keyspace walks for long without
+	// applying any, and is no less moving on. Judged by its keys alone,
+	// each of its cut-off attempts counted as a failed sweep, and
+	// SlotExporterSweepErrors fired for a family that worked.
+	moved := applied > 0 || run.pages() > pages
 	st.waited = time.Duration(run.waited.Swap(0))
 	if err != nil {
 		if ctx.Err() != nil {
 			if run.resumable && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				st.partial = run
-				return gauges{}, &cutOff{run: run, applied: applied, err: ctx.Err()}
+				return gauges{}, &cutOff{run: run, applied: applied, moved: moved, err: ctx.Err()}
 			}
 			return gauges{}, ctx.Err()
 		}
-		if run.resumable && applied > 0 {
+		if run.resumable && moved {
 			// A read that failed (its connection killed, Redis gone
 			// for a moment) keeps what it read, as a cut-off does:
 			// the next attempt goes on from there, unless the data
@@ -311,4 +318,13 @@ func (f *family) readNode(ctx context.Context, n topology.Node, p *redisread.Pla
 		return w.ReadNode(ctx, f.s.reader, f.cfg.Name, n, p, f.sampling.FullScanInterval, out)
 	}
 	return f.s.reader.ScanNodeFrom(ctx, n.C, p, pos, out)
+}
+
+// pages is how many SCAN pages the sweep has walked through on its nodes.
+func (run *sweepRun) pages() int {
+	n := 0
+	for _, p := range run.progress {
+		n += p.Pages
+	}
+	return n
 }
