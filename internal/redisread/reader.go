@@ -196,19 +196,17 @@ func (rd *Reader) ScanNodeFrom(ctx context.Context, c redis.Cmdable, p *Plan, po
 					return
 				}
 			}
-			// Under the pace a page without keys goes to the reads
-			// too, to be recorded as passed: its SCAN waited for the
-			// pace, and an attempt cut off among such pages must not
-			// walk them again (a family that matches nothing in a
-			// large keyspace would never get through it).
-			if len(keys) > 0 || ask != nil {
-				select {
-				case pages <- page{keys: keys, scan: true, cursor: cursor, next: next}:
-					asked = len(keys) == 0
-				case <-ctx.Done():
-					scanErr <- ctx.Err()
-					return
-				}
+			// A page without keys goes to the reads too, to be
+			// recorded as passed: an attempt cut off among such pages
+			// must not walk them again (a family that matches nothing
+			// in a large keyspace would never get through it), and it
+			// has moved on all the same (Progress.Pages).
+			select {
+			case pages <- page{keys: keys, scan: true, cursor: cursor, next: next}:
+				asked = len(keys) == 0
+			case <-ctx.Done():
+				scanErr <- ctx.Err()
+				return
 			}
 			if next == 0 {
 				scanErr <- nil

@@ -427,11 +427,12 @@ return 1`
 // the same: no failed sweep and no error line, and the next attempt goes
 // on from where the walk got to. Judged by its keys alone, each such
 // cut-off counted as a failed sweep, and SlotExporterSweepErrors fired for
-// a family that worked.
+// a family that worked. With the default pace and unpaced.
 func TestSparseFamilyCutOffIsNoFailure(t *testing.T) {
 	const (
 		others  = 100_000
 		timeout = 3 * time.Second
+		atLeast = 1000 // pages walked before Redis stops answering
 	)
 	srv := redistest.Start(t)
 	admin := srv.Client()
@@ -443,47 +444,66 @@ func TestSparseFamilyCutOffIsNoFailure(t *testing.T) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	exportertest.Must(t, admin.ConfigResetStat(ctx).Err())
 	// scan_count 10: a walk of about 10,000 SCAN pages, none with a key
-	// of the family. Redis stops answering once the walk has begun, for
-	// longer than what is left of the timeout. The pace is the default:
-	// under it a page without keys is recorded as passed (an unpaced
-	// walk hands over, and records, only pages with keys).
-	f := redisproc.Slots()
-	f.Match, f.User = "f:*", `^f:\{([^}]+)\}$`
-	h, logs := newFaultHarness(t, redisproc.Config{
-		Addr:     srv.Addr,
-		Sampling: []string{"interval: 1s", "timeout: " + timeout.String(), "scan_count: 10"},
-		Families: []redisproc.Family{f},
-	}.YAML())
-	done := make(chan error, 1)
-	go func() { done <- h.Sweeper.SweepOnce(ctx) }()
-	exportertest.WaitFor(t, time.Minute, "the walk to begin", func() bool {
-		return exportertest.Calls(t, admin, "scan") >= 1
-	})
-	exportertest.Must(t, admin.Do(ctx, "CLIENT", "PAUSE", (timeout+time.Second).Milliseconds(), "ALL").Err())
-	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("the sweep returned %v, want a cut-off in the middle of its walk", err)
-	}
-	exportertest.Expect(t, h.Metrics(), map[string]float64{errSeries: 0})
-	if l := logs.Lines("sweep failed"); len(l) != 0 {
-		t.Errorf("a walk cut off having moved on is no failure: %q", l)
-	}
-	if l := logs.Lines("sweep cut off at sampling.timeout; the next attempt goes on"); len(l) != 1 {
-		t.Errorf("want one line saying the sweep goes on, got %q", l)
-	}
-	walked := exportertest.Calls(t, admin, "scan") // answered by the pause's end
-	exportertest.WaitFor(t, 0, "a complete sweep", func() bool {
-		err := h.Sweeper.SweepOnce(ctx)
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	// of the family. How many exactly, a walk of the test's own says.
+	walk := 0
+	for cursor := uint64(0); ; walk++ {
+		var err error
+		if _, cursor, err = admin.Scan(ctx, cursor, "f:*", 10).Result(); err != nil {
 			t.Fatal(err)
 		}
-		return err == nil
-	})
-	exportertest.Expect(t, h.Metrics(), map[string]float64{errSeries: 0, `slot_sets{family="streams"}`: 0})
-	// Going on, the walk is done in about others/10 pages in all;
-	// starting over, the pages before the cut-off are walked twice.
-	if all := exportertest.Calls(t, admin, "scan"); all > others/10+others/100 {
-		t.Errorf("%d SCAN pages for a walk of about %d (%d before the cut-off): the walk started over", all, others/10, walked)
+		if cursor == 0 {
+			walk++
+			break
+		}
+	}
+	if walk < 5*atLeast {
+		t.Fatalf("a walk of %d pages: too short to cut off in its middle", walk)
+	}
+	for _, pace := range []string{"redis_cpu_share: 0.1", "redis_cpu_share: 0"} {
+		t.Run(pace, func(t *testing.T) {
+			exportertest.Must(t, admin.ConfigResetStat(ctx).Err())
+			f := redisproc.Slots()
+			f.Match, f.User = "f:*", `^f:\{([^}]+)\}$`
+			h, logs := newFaultHarness(t, redisproc.Config{
+				Addr:     srv.Addr,
+				Sampling: []string{"interval: 1s", "timeout: " + timeout.String(), "scan_count: 10", pace},
+				Families: []redisproc.Family{f},
+			}.YAML())
+			// Redis stops answering once the walk is well under way,
+			// for longer than what is left of the timeout.
+			done := make(chan error, 1)
+			go func() { done <- h.Sweeper.SweepOnce(ctx) }()
+			exportertest.WaitFor(t, time.Minute, "the walk to be under way", func() bool {
+				return exportertest.Calls(t, admin, "scan") >= atLeast
+			})
+			exportertest.Must(t, admin.Do(ctx, "CLIENT", "PAUSE", (timeout+time.Second).Milliseconds(), "ALL").Err())
+			if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("the sweep returned %v, want a cut-off in the middle of its walk", err)
+			}
+			exportertest.Expect(t, h.Metrics(), map[string]float64{errSeries: 0})
+			if l := logs.Lines("sweep failed"); len(l) != 0 {
+				t.Errorf("a walk cut off having moved on is no failure: %q", l)
+			}
+			if l := logs.Lines("sweep cut off at sampling.timeout; the next attempt goes on"); len(l) != 1 {
+				t.Errorf("want one line saying the sweep goes on, got %q", l)
+			}
+			walked := exportertest.Calls(t, admin, "scan") // answered at the pause's end
+			exportertest.WaitFor(t, 0, "a complete sweep", func() bool {
+				err := h.Sweeper.SweepOnce(ctx)
+				if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatal(err)
+				}
+				return err == nil
+			})
+			exportertest.Expect(t, h.Metrics(), map[string]float64{errSeries: 0, `slot_sets{family="streams"}`: 0})
+			// Going on, the pages are about one walk's; starting over
+			// from the last page with keys (here, the start), the
+			// pages walked before the cut-off, at least atLeast, are
+			// walked again.
+			if all := exportertest.Calls(t, admin, "scan"); all > int64(walk+walk/20) {
+				t.Errorf("%d SCAN pages for a walk of %d (%d before the cut-off): the walk started over", all, walk, walked)
+			}
+		})
 	}
 }
