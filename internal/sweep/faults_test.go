@@ -507,3 +507,35 @@ func TestSparseFamilyCutOffIsNoFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartBetweenCheckAndReads: Redis restarts empty after a sweep has
+// read its identity (INFO) and before it reads its keys. The holds the
+// sweep then finds gone vanished with the restart: lost, not released.
+// Without the second look at INFO once the keys are read, the sweep ended
+// them as released, and the next sweep's check came too late for them.
+func TestRestartBetweenCheckAndReads(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	seedSets(t, admin, 10, 2, float64(time.Now().Add(115*time.Second).UnixMilli()))
+	h, _ := newFaultHarness(t, faultConfig(srv.Addr, time.Second, time.Minute, 100))
+	h.Sweep()
+	exportertest.Expect(t, h.Metrics(), map[string]float64{liveSeries: 20})
+	restarted := false
+	h.Sweeper.AfterLostCheck(func() {
+		if !restarted {
+			restarted = true
+			srv.Restart()
+		}
+	})
+	// The sweep the restart lands in must itself end the holds: one that
+	// failed would leave them to the next sweep's check, which sees the
+	// restart anyway.
+	if err := h.Sweeper.SweepOnce(ctx); err != nil {
+		t.Fatalf("the sweep across the restart failed (%v): it must read the emptied server", err)
+	}
+	if !restarted {
+		t.Fatal("the restart did not happen in the sweep")
+	}
+	exportertest.Expect(t, h.Metrics(), map[string]float64{lostSeries: 20, releaseSeries: 0, expiredSeries: 0, liveSeries: 0})
+}

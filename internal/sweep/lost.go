@@ -112,6 +112,33 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 	return vanished
 }
 
+// recheck reads the servers' identities again once a sweep has read its
+// keys, before it ends holds. A restart or a FLUSHALL after the sweep's
+// check emptied what it read after it: unasked, the sweep ended what it
+// found gone as released, and the next sweep's check came too late for
+// those holds. Only a sure loss counts here, and nothing is recorded: the
+// next check weighs it again, for the holds this sweep read before it
+// (they are gone too). A FLUSHDB or SWAPDB is left to that check: holds
+// this sweep read before it would show that it emptied another database
+// (endsLost) when it emptied this one. An unreadable INFO changes
+// nothing; the next check says so.
+func (l *lostWatch) recheck(ctx context.Context, nodes []topology.Node) {
+	for _, n := range nodes {
+		prev, ok := l.nodes[n.Addr]
+		if !ok {
+			continue
+		}
+		id, err := topology.Identify(ctx, n.C)
+		if err != nil || id.RunID == "" {
+			continue
+		}
+		if id.RunID != prev.RunID || id.FlushAlls > prev.FlushAlls {
+			l.vanish(false)
+			return
+		}
+	}
+}
+
 // vanish records a sign that data vanished; oneDB: a FLUSHDB or SWAPDB on
 // a family read from one server, which may have emptied another database.
 // A sure sign is not weakened by a later unsure one.

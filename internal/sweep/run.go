@@ -131,7 +131,7 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 		}
 		return gauges{}, err
 	}
-	return f.finish(ctx, run), nil
+	return f.finish(ctx, run, nodes), nil
 }
 
 // begin starts a sweep: the nodes, Redis TIME, what to read, and the
@@ -267,8 +267,9 @@ func (f *family) read(ctx context.Context, run *sweepRun, nodes []topology.Node)
 
 // finish ends a sweep whose keys have all been read: settling a cluster,
 // replaying what did not change, ending what vanished, committing floors.
-func (f *family) finish(ctx context.Context, run *sweepRun) gauges {
+func (f *family) finish(ctx context.Context, run *sweepRun, nodes []topology.Node) gauges {
 	st := f.state
+	st.lost.recheck(ctx, nodes)
 	deferEnds := f.settle(ctx, run, run.start)
 	if run.changed != nil {
 		if deferEnds {
