@@ -90,7 +90,7 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 			// leave the count where it was, but not at 0.
 			reset := id.Commands < prev.Commands
 			switch {
-			case prev.RunID != id.RunID || id.FlushAlls > prev.FlushAlls || reset && id.FlushAlls > 0:
+			case goneSince(prev, id):
 				l.vanish(false)
 				vanished = true
 			case id.DBFlushes > prev.DBFlushes || id.Swaps > prev.Swaps || reset && id.DBFlushes+id.Swaps > 0:
@@ -132,11 +132,20 @@ func (l *lostWatch) recheck(ctx context.Context, nodes []topology.Node) {
 		if err != nil || id.RunID == "" {
 			continue
 		}
-		if id.RunID != prev.RunID || id.FlushAlls > prev.FlushAlls {
+		if goneSince(prev, id) {
 			l.vanish(false)
 			return
 		}
 	}
+}
+
+// goneSince reports whether a server last seen as prev has since lost
+// everything: another run_id (a restart, another server) or a FLUSHALL.
+// CONFIG RESETSTAT zeroes the counts: a flush after it may leave the count
+// where it was, but not at 0.
+func goneSince(prev, id topology.Identity) bool {
+	reset := id.Commands < prev.Commands
+	return prev.RunID != id.RunID || id.FlushAlls > prev.FlushAlls || reset && id.FlushAlls > 0
 }
 
 // vanish records a sign that data vanished; oneDB: a FLUSHDB or SWAPDB on
