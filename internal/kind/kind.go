@@ -68,7 +68,8 @@ type Tracker interface {
 	// End finishes a sweep that read every key. lost is set when the
 	// data vanished (restart, flush, failover to an empty replica):
 	// whatever is gone ended as lost. deferEnds is set when the sweep
-	// could not account for every key (a reshard it could not follow):
+	// could not account for every key (a reshard it could not follow) or
+	// could not tell what vanished (a FLUSHDB landed while it read):
 	// nothing ends in it.
 	End(sw *Sweep, lost, deferEnds bool) Ended
 	// Publish writes what the last complete sweep found, and the
@@ -125,6 +126,11 @@ type Survivals interface {
 	// Known reports whether k, read but not applied, holds a hold that
 	// the kind has read before (in this sweep too).
 	Known(k Key) bool
+	// Unproven: a FLUSHDB or SWAPDB landed while this sweep read, so a
+	// hold it read first may have been written after the flush. Read
+	// again, such holds do not count in Survived until a sweep ends
+	// holds.
+	Unproven()
 }
 
 // remaining is a held expiry (Redis ms, -1: none) as a PTTL at now, and

@@ -185,6 +185,8 @@ func (t *lock) apply(sw *Sweep, k Key, token uint64) {
 
 func (t *lock) Survived() int { return t.members.SeenAgain() }
 
+func (t *lock) Unproven() { t.members.Unproven() }
+
 func (t *lock) Known(k Key) bool {
 	return t.members.Tracked(track.MemberHash(t.digest, k.Read.Key, k.Read.Text), k.Hash)
 }

@@ -377,6 +377,8 @@ func (t *slotSet) apply(sw *Sweep, k Key) {
 
 func (t *slotSet) Survived() int { return t.members.SeenAgain() }
 
+func (t *slotSet) Unproven() { t.members.Unproven() }
+
 func (t *slotSet) Known(k Key) bool {
 	for _, m := range k.Read.Members {
 		if t.members.Tracked(m.Hash, k.Hash) {

@@ -18,3 +18,9 @@ func (s *Sweeper) TakeChanges(ctx context.Context, n topology.Node, family strin
 // AfterLostCheck has fn run in every sweep between its check of the
 // servers' identities (INFO) and the change feed's barrier.
 func (s *Sweeper) AfterLostCheck(fn func()) { s.afterLostCheck = fn }
+
+// AfterBatch has fn run in every sweep after each batch of keys it
+// applies. The readers hold at most a few batches ahead of it (the
+// channel between them, one batch in flight under the pace), so what fn
+// writes reaches the keys read after those.
+func (s *Sweeper) AfterBatch(fn func()) { s.afterBatch = fn }

@@ -39,6 +39,9 @@ type lostWatch struct {
 	// swapped: a sign was a SWAPDB, which puts another database's keys
 	// in place of the family's, without a word to change tracking.
 	swapped bool
+	// deferred: the last sweep to finish left its ends to the next, a
+	// FLUSHDB having landed while it read (deferEnds).
+	deferred bool
 	// blind: the last check could not read some node's INFO.
 	blind  bool
 	warned bool
@@ -93,7 +96,7 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 			case goneSince(prev, id):
 				l.vanish(false)
 				vanished = true
-			case id.DBFlushes > prev.DBFlushes || id.Swaps > prev.Swaps || reset && id.DBFlushes+id.Swaps > 0:
+			case dbFlushedSince(prev, id):
 				// A cluster's nodes have database 0 alone, and a hold
 				// read again on one node says nothing of another's.
 				l.vanish(len(nodes) == 1)
@@ -116,13 +119,15 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 // keys, before it ends holds. A restart or a FLUSHALL after the sweep's
 // check emptied what it read after it: unasked, the sweep ended what it
 // found gone as released, and the next sweep's check came too late for
-// those holds. Only a sure loss counts here, and nothing is recorded: the
-// next check weighs it again, for the holds this sweep read before it
-// (they are gone too). A FLUSHDB or SWAPDB is left to that check: holds
-// this sweep read before it would show that it emptied another database
-// (endsLost) when it emptied this one. An unreadable INFO changes
-// nothing; the next check says so.
-func (l *lostWatch) recheck(ctx context.Context, nodes []topology.Node) {
+// those holds. A sure loss counts here; nothing is recorded, and the next
+// check weighs the sign again, for the holds this sweep read before it
+// (they are gone too). A FLUSHDB or SWAPDB on a family read from one
+// server is reported (flushed) and left to that check, which alone can
+// tell which database it emptied: holds this sweep read before it would
+// show it emptied another when it emptied this one (deferFor). On a
+// cluster's nodes, which have database 0 alone, it is a sure loss. An
+// unreadable INFO changes nothing; the next check says so.
+func (l *lostWatch) recheck(ctx context.Context, nodes []topology.Node) (flushed bool) {
 	for _, n := range nodes {
 		prev, ok := l.nodes[n.Addr]
 		if !ok {
@@ -132,11 +137,29 @@ func (l *lostWatch) recheck(ctx context.Context, nodes []topology.Node) {
 		if err != nil || id.RunID == "" {
 			continue
 		}
-		if goneSince(prev, id) {
+		switch {
+		case goneSince(prev, id), len(nodes) > 1 && dbFlushedSince(prev, id):
 			l.vanish(false)
-			return
+			return false
+		case dbFlushedSince(prev, id):
+			flushed = true
 		}
 	}
+	return flushed
+}
+
+// deferFor decides whether a sweep that read its keys across a FLUSHDB or
+// SWAPDB (flushed) leaves its ends to the next sweep. What it found gone
+// may have been emptied by a flush of its own database, or ended before
+// a flush of another: the next sweep's check weighs the flush with holds
+// read before it alone (kind.Survivals.Unproven) and ends both as that
+// says. Before, such a sweep ended them as released. At most once in a
+// row: on a server flushed as often as a sweep lasts (a staging server,
+// a first read of a million keys), every sweep would defer, and no hold
+// would ever end.
+func (l *lostWatch) deferFor(flushed bool) bool {
+	l.deferred = flushed && !l.deferred
+	return l.deferred
 }
 
 // goneSince reports whether a server last seen as prev has since lost
@@ -146,6 +169,13 @@ func (l *lostWatch) recheck(ctx context.Context, nodes []topology.Node) {
 func goneSince(prev, id topology.Identity) bool {
 	reset := id.Commands < prev.Commands
 	return prev.RunID != id.RunID || id.FlushAlls > prev.FlushAlls || reset && id.FlushAlls > 0
+}
+
+// dbFlushedSince reports whether a server last seen as prev has since run
+// a FLUSHDB or SWAPDB, which emptied or replaced one database.
+func dbFlushedSince(prev, id topology.Identity) bool {
+	reset := id.Commands < prev.Commands
+	return id.DBFlushes > prev.DBFlushes || id.Swaps > prev.Swaps || reset && id.DBFlushes+id.Swaps > 0
 }
 
 // vanish records a sign that data vanished; oneDB: a FLUSHDB or SWAPDB on

@@ -17,6 +17,8 @@ func (p inPlace) Survived() int { return p.n }
 
 func (p inPlace) Known(kind.Key) bool { return p.n > 0 }
 
+func (inPlace) Unproven() {}
+
 // TestLostWatchWeighsAFlushOfOneDatabase: a FLUSHDB or SWAPDB alone is a
 // loss unless holds read again show it emptied another database; a sure
 // sign (a restart, a FLUSHALL, a move) before or after it keeps the loss
@@ -82,5 +84,18 @@ func TestWholeOrGoneOnlyAfterFlushDB(t *testing.T) {
 				t.Error("still weighed after the sweep that ends holds")
 			}
 		})
+	}
+}
+
+// TestDeferForAtMostOnceInARow: a sweep that read across a flush leaves
+// its ends to the next, unless the sweep before did too.
+func TestDeferForAtMostOnceInARow(t *testing.T) {
+	l := newLostWatch()
+	flushed := []bool{true, true, true, false, true, false, false}
+	want := []bool{true, false, true, false, true, false, false}
+	for i, f := range flushed {
+		if got := l.deferFor(f); got != want[i] {
+			t.Errorf("sweep %d (flushed %v): deferred %v, want %v", i, f, got, want[i])
+		}
 	}
 }

@@ -134,3 +134,96 @@ func TestFlushOfAnotherDatabaseCounters(t *testing.T) {
 		t.Errorf("want one line that every key is read again, got %q", l)
 	}
 }
+
+// TestFlushWhileASweepReads: a FLUSHDB that lands while a sweep reads its
+// keys, after the change feed's barrier. The keys it reads after the
+// flush hold what was written since. Of the family's own database, with
+// every key written again after it: each hold there before the flush is
+// lost, none released, however the sweep's reads fell on either side of
+// it; before, the sweep ended the holds it found gone as released, and
+// the holds written after the flush that it read, read again by the
+// sweep after, showed that the flush emptied another database (lost 0).
+// Of another database: nothing is lost, a hold deleted meanwhile ends
+// released, and the sweep after reads what changed and the probes. A
+// flush in every sweep still lets holds end: a sweep leaves its ends to
+// the next at most once in a row.
+func TestFlushWhileASweepReads(t *testing.T) {
+	cases := []struct {
+		name       string
+		own, every bool
+	}{{"own_database", true, false}, {"another_database", false, false}, {"another_database_every_sweep", false, true}}
+	for fi, name := range []string{"slots", "locks"} { // resumeFamilies' first two
+		for _, tc := range cases {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				srv := redistest.Start(t)
+				rc := srv.Client()
+				ctx := context.Background()
+				cache := srv.ClientOf(5)
+				rf := resumeFamilies(exportertest.RedisTime(t, rc))[fi]
+				perKey := map[string]float64{"slots": 2, "locks": 1}[rf.fam.Name]
+				const keys = 2000
+				pipelined(t, rc, 0, keys, rf.write)
+				h := exportertest.Dial(t, redisproc.Config{
+					Redis: standaloneSection(srv.Addr),
+					// Pages of 10 keys: the readers hold a few pages ahead
+					// of the batches applied, so most keys are read after
+					// the flush.
+					Sampling: []string{"interval: 1m", "window: 10m", "full_scan_interval: 5h", "scan_count: 10"},
+					Families: []redisproc.Family{rf.fam},
+				}.YAML())
+				series := func(outcome string) string {
+					return fmt.Sprintf(`slot_holds_ended_total{family=%q,outcome=%q}`, rf.fam.Name, outcome)
+				}
+				scanned := func() float64 {
+					return h.Metrics()[fmt.Sprintf(`slot_exporter_keys_scanned_total{family=%q}`, rf.fam.Name)]
+				}
+				h.Sweep()
+				h.Sweep()
+				// 800 keys named by the feed (below its limit, 1024, past
+				// which a sweep reads every key): the next sweep reads
+				// them in batches, the flush after the first.
+				pipelined(t, rc, 0, 800, rf.touch)
+				armed := false
+				h.Sweeper.AfterBatch(func() {
+					if !armed {
+						return
+					}
+					armed = false
+					if tc.own {
+						exportertest.Must(t, rc.FlushDB(ctx).Err())
+						pipelined(t, rc, 0, keys, rf.change) // holds named afresh
+						return
+					}
+					exportertest.Must(t, rc.Del(ctx, rf.prefix+"{u1999}").Err())
+					exportertest.Must(t, cache.Set(ctx, "page:/", "<html>", 0).Err())
+					exportertest.Must(t, cache.FlushDB(ctx).Err())
+				})
+				armed = true
+				h.Sweep()
+				if armed {
+					t.Fatal("the sweep applied no batch")
+				}
+				// A flush in this sweep too (every): it ends what the one
+				// before left to it all the same.
+				armed = tc.every
+				before := scanned()
+				h.Sweep()
+				read := scanned() - before
+				got := h.Metrics()
+				lost, released := got[series("lost")], got[series("released")]
+				if tc.own {
+					if lost != perKey*keys || released != 0 {
+						t.Errorf("lost %v and released %v, want all %v holds lost", lost, released, perKey*keys)
+					}
+					return
+				}
+				if lost != 0 || released != perKey {
+					t.Errorf("after a FLUSHDB of another database: lost %v and released %v, want the %v holds of the deleted key released", lost, released, perKey)
+				}
+				if !tc.every && read > 64 {
+					t.Errorf("the sweep after the flush read %v keys, want what changed and the probes", read)
+				}
+			})
+		}
+	}
+}

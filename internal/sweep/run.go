@@ -253,6 +253,9 @@ func (f *family) read(ctx context.Context, run *sweepRun, nodes []topology.Node)
 		for i := range batch {
 			f.apply(run, &batch[i])
 		}
+		if h := f.s.afterBatch; h != nil {
+			h()
+		}
 		if run.limitAsRead {
 			f.s.changes.SetLimit(f.cfg.Name, feedLimit(run.sets, len(nodes)))
 		}
@@ -269,10 +272,16 @@ func (f *family) read(ctx context.Context, run *sweepRun, nodes []topology.Node)
 // replaying what did not change, ending what vanished, committing floors.
 func (f *family) finish(ctx context.Context, run *sweepRun, nodes []topology.Node) gauges {
 	st := f.state
-	st.lost.recheck(ctx, nodes)
-	deferEnds := f.settle(ctx, run, run.start)
+	flushed := st.lost.recheck(ctx, nodes)
+	unsettled := f.settle(ctx, run, run.start)
+	deferEnds := unsettled
+	if !unsettled && st.lost.deferFor(flushed) {
+		st.floor.KeepUnseen()
+		f.log().Info("a FLUSHDB or SWAPDB landed while the sweep read: no holds end in it, the next sweep tells whether they were lost")
+		deferEnds = true
+	}
 	if run.changed != nil {
-		if deferEnds {
+		if unsettled {
 			// Keys moved between nodes in a way this sweep could not
 			// follow: the next one reads everything.
 			st.pendingSync = nil
@@ -288,6 +297,9 @@ func (f *family) finish(ctx context.Context, run *sweepRun, nodes []topology.Nod
 		run.Unwatched, st.unwatched = st.unwatched, false
 	}
 	ended := st.tracker.End(&run.Sweep, lost, deferEnds)
+	if s := st.survivals(); s != nil && flushed {
+		s.Unproven()
+	}
 	if lost && ended.Lost > 0 {
 		f.log().Warn("holds lost: the data vanished (restart, failover, flush, or another Redis)", "lost", ended.Lost)
 	}

@@ -46,6 +46,9 @@ type Sweeper struct {
 	// afterLostCheck, for tests, runs in a sweep between lostWatch.check
 	// and the change feed's barrier: what Redis does in that moment.
 	afterLostCheck func()
+	// afterBatch, for tests, runs in a sweep after each batch of keys it
+	// applies, while the readers go on: what Redis does as a sweep reads.
+	afterBatch func()
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

@@ -133,8 +133,12 @@ type MemberTracker struct {
 	// newGen: Begin was called and nothing observed since.
 	newGen bool
 	// again counts the members observed since Begin that an earlier
-	// sweep saw too.
+	// sweep saw too, first seen before unprovenFrom when it is set.
 	again int
+	// unprovenFrom is the generation from which a member first seen
+	// proves nothing by being seen again (0: every one does); set by
+	// Unproven, cleared by the next sweep that ends members.
+	unprovenFrom uint32
 }
 
 // memberParts is the number of parts; a member's part is the low bits of
@@ -199,8 +203,26 @@ func (p *memberPart) resize(n int) {
 func (t *MemberTracker) Begin() { t.newGen, t.again = true, 0 }
 
 // SeenAgain is how many members observed since Begin an earlier sweep saw
-// too.
+// too, but for those first seen by a sweep marked Unproven or after it.
 func (t *MemberTracker) SeenAgain() int { return t.again }
+
+// Unproven marks the members the current sweep saw first, and those seen
+// first after it, as no proof that data survived, until a sweep ends
+// members (SweepJudgedAt): its reads straddled a FLUSHDB, and what it
+// first saw may have been written after the flush.
+func (t *MemberTracker) Unproven() {
+	t.unprovenFrom = t.gen
+	if t.newGen || t.gen == 0 { // it saw nothing: the next generation
+		t.unprovenFrom++
+	}
+}
+
+// provenBy: a member first seen in generation first, seen again now,
+// shows that its data survived what happened in between. (Generations
+// are taken not to wrap, as in SweepJudgedAt: 85 years of 5 s sweeps.)
+func (t *MemberTracker) provenBy(first uint32) bool {
+	return t.unprovenFrom == 0 || first < t.unprovenFrom
+}
 
 // enter makes the sweep at Redis time now (ms) the current generation, on
 // the first member it observes or replays.
@@ -239,7 +261,9 @@ func (t *MemberTracker) Observe(h uint64, keyHash uint64, score float64, now int
 	case s.gen() == t.gen:
 		return Observation{State: s.state(), Duplicate: true}
 	default:
-		t.again++
+		if t.provenBy(s.first) {
+			t.again++
+		}
 		if d := (score - t.score(s)) * rules.Unit; d > 0 && !math.IsInf(d, 0) {
 			n := int64(math.Round(d / rules.Heartbeat))
 			if n < 1 {
@@ -299,6 +323,7 @@ func (t *MemberTracker) Sweep(now int64, carry Carry, lost bool, rules *Rules) E
 // expiry had in fact passed when the read found it gone.
 func (t *MemberTracker) SweepJudgedAt(now, judgeAt int64, carry Carry, lost bool, rules *Rules) Ended {
 	var e Ended
+	t.unprovenFrom = 0
 	seen := uint32(0) // generations start at 1
 	if now == t.genNow && !t.newGen {
 		seen = t.gen

@@ -306,3 +306,43 @@ func TestMemberScoresRebase(t *testing.T) {
 		t.Errorf("base %v with %d wide, then %v with %d: the base moved every sweep", base, wide, tr.base, len(tr.wide))
 	}
 }
+
+// TestSeenAgainUnproven: after a sweep marked Unproven, members it or a
+// later sweep saw first do not count as seen again, older ones do, and
+// the next sweep that ends members lifts the mark.
+func TestSeenAgainUnproven(t *testing.T) {
+	rules := Rules{TTL: 60_000, Heartbeat: 1000, StaleAfter: 30_000, MaxHold: 600_000, Skew: 500, Unit: 1}
+	for _, start := range []uint32{0, 1000} {
+		tr := NewMemberTracker()
+		tr.gen = start
+		now := int64(1_000_000)
+		sweep := func(members ...uint64) int {
+			now += 1000
+			tr.Begin()
+			for _, m := range members {
+				tr.Observe(m*0x9E3779B97F4A7C15, 7, float64(now+30_000), now, bp(&rules, now), &rules)
+			}
+			return tr.SeenAgain()
+		}
+		sweep(1, 2)    // the sweep before the flush
+		sweep(1, 2, 3) // reads across a flush: 3 written after it
+		tr.Unproven()  // (no Sweep: it left its ends to the next)
+		if n := sweep(1, 2, 3, 4); n != 2 {
+			t.Errorf("start %d: seen again %d, want 2 (members 1 and 2; not 3, first seen by the unproven sweep)", start, n)
+		}
+		tr.Sweep(now, nil, false, &rules)
+		if n := sweep(1, 2, 3, 4); n != 4 {
+			t.Errorf("start %d: after a sweep that ended members, seen again %d, want 4", start, n)
+		}
+		tr.Sweep(now, nil, false, &rules)
+		// A sweep that saw nothing marks the next generation.
+		tr.Begin()
+		tr.Unproven()
+		if n := sweep(4, 5); n != 1 {
+			t.Errorf("start %d: seen again %d after an empty unproven sweep, want 1 (member 4)", start, n)
+		}
+		if n := sweep(4, 5); n != 1 {
+			t.Errorf("start %d: seen again %d in the sweep after, want 1: the mark holds until members end", start, n)
+		}
+	}
+}
