@@ -297,6 +297,8 @@ func (f *family) finish(ctx context.Context, run *sweepRun, nodes []topology.Nod
 		run.Unwatched, st.unwatched = st.unwatched, false
 	}
 	ended := st.tracker.End(&run.Sweep, lost, deferEnds)
+	// After End: a sweep that ends holds clears the last mark
+	// (SweepJudgedAt), and this sweep's must outlast its own End.
 	if s := st.survivals(); s != nil && flushed {
 		s.Unproven()
 	}
