@@ -287,6 +287,19 @@ func (t *MemberTracker) Tracked(h, keyHash uint64) bool {
 	return len(p.slots) > 0 && !p.find(h).free()
 }
 
+// TrackedBefore reports whether the member with hash h of the key with
+// hash keyHash is tracked and was first seen by an earlier sweep than the
+// one observing now (before Begin, if nothing was observed since).
+func (t *MemberTracker) TrackedBefore(h, keyHash uint64) bool {
+	h = slotHash(h, keyHash)
+	p := t.part(h)
+	if len(p.slots) == 0 {
+		return false
+	}
+	s := p.find(h)
+	return !s.free() && (t.newGen || s.first < t.gen)
+}
+
 // FirstSeen returns when the member with hash h of the key with hash
 // keyHash was first seen (Redis time, ms), if it is tracked.
 func (t *MemberTracker) FirstSeen(h, keyHash uint64) (int64, bool) {

@@ -346,3 +346,40 @@ func TestSeenAgainUnproven(t *testing.T) {
 		}
 	}
 }
+
+// TestTrackedBefore: a member counts as tracked before the sweep that
+// observes now only if an earlier sweep saw it first, whether or not this
+// one has seen it again; before this sweep observes anything, every
+// tracked member does.
+func TestTrackedBefore(t *testing.T) {
+	rules := Rules{TTL: 60_000, Heartbeat: 1000, StaleAfter: 30_000, MaxHold: 600_000, Skew: 500, Unit: 1}
+	tr := NewMemberTracker()
+	now := int64(1_000_000)
+	h := func(m uint64) uint64 { return m * 0x9E3779B97F4A7C15 }
+	observe := func(members ...uint64) {
+		for _, m := range members {
+			tr.Observe(h(m), 7, float64(now+30_000), now, bp(&rules, now), &rules)
+		}
+	}
+	tr.Begin()
+	observe(1, 2)
+	if tr.TrackedBefore(h(1), 7) {
+		t.Error("a member first seen by the sweep observing now counts as tracked before it")
+	}
+	now += 1000
+	tr.Begin()
+	if !tr.TrackedBefore(h(1), 7) || !tr.TrackedBefore(h(2), 7) {
+		t.Error("before the new sweep observes anything, the last sweep's members must count as tracked before it")
+	}
+	observe(1, 3)
+	switch {
+	case !tr.TrackedBefore(h(1), 7), !tr.TrackedBefore(h(2), 7):
+		t.Error("members an earlier sweep saw first must count as tracked before this one, seen again or not")
+	case tr.TrackedBefore(h(3), 7):
+		t.Error("member 3, first seen by this sweep, counts as tracked before it")
+	case !tr.Tracked(h(3), 7):
+		t.Error("member 3 is not tracked")
+	case tr.TrackedBefore(h(4), 7), tr.TrackedBefore(h(1), 8):
+		t.Error("an untracked member counts as tracked before")
+	}
+}
