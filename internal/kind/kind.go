@@ -124,8 +124,8 @@ type Survivals interface {
 	// read too.
 	Survived() int
 	// Known reports whether k, read but not applied, holds a hold that
-	// the kind has read before (in this sweep too).
-	Known(k Key) bool
+	// an earlier sweep read, or, with thisSweep, this one too.
+	Known(k Key, thisSweep bool) bool
 	// Unproven: a FLUSHDB or SWAPDB landed while this sweep read, so a
 	// hold it read first may have been written after the flush. Read
 	// again, such holds do not count in Survived until a sweep ends

@@ -187,8 +187,12 @@ func (t *lock) Survived() int { return t.members.SeenAgain() }
 
 func (t *lock) Unproven() { t.members.Unproven() }
 
-func (t *lock) Known(k Key) bool {
-	return t.members.Tracked(track.MemberHash(t.digest, k.Read.Key, k.Read.Text), k.Hash)
+func (t *lock) Known(k Key, thisSweep bool) bool {
+	h := track.MemberHash(t.digest, k.Read.Key, k.Read.Text)
+	if thisSweep {
+		return t.members.Tracked(h, k.Hash)
+	}
+	return t.members.TrackedBefore(h, k.Hash)
 }
 
 func (t *lock) End(sw *Sweep, lost, deferEnds bool) Ended {

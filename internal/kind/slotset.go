@@ -379,9 +379,9 @@ func (t *slotSet) Survived() int { return t.members.SeenAgain() }
 
 func (t *slotSet) Unproven() { t.members.Unproven() }
 
-func (t *slotSet) Known(k Key) bool {
+func (t *slotSet) Known(k Key, thisSweep bool) bool {
 	for _, m := range k.Read.Members {
-		if t.members.Tracked(m.Hash, k.Hash) {
+		if thisSweep && t.members.Tracked(m.Hash, k.Hash) || t.members.TrackedBefore(m.Hash, k.Hash) {
 			return true
 		}
 	}

@@ -70,16 +70,16 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 	st.keysScanned++
 	switch kr.Status {
 	case redisread.Gone:
-		st.keepProbe(kr.Key, false)
+		st.keepProbe(kr.Key, kh, false)
 		return
 	case redisread.Skipped:
-		st.keepProbe(kr.Key, false)
+		st.keepProbe(kr.Key, kh, false)
 		f.skip(kr.Skip, kr.Key)
 		return
 	}
 	user, ok := f.cfg.UserOf(kr.Key)
 	if !ok {
-		st.keepProbe(kr.Key, false)
+		st.keepProbe(kr.Key, kh, false)
 		f.skip(redisread.SkipBadUser, kr.Key)
 		return
 	}
@@ -88,7 +88,7 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 	}
 	run.sets++
 	st.tracker.Apply(&run.Sweep, kind.Key{Read: kr, Hash: kh, User: user, UserHash: f.userID(kr.Key, kh, user)})
-	st.keepProbe(kr.Key, !kr.Oversized) // an oversized set's members are not tracked one by one
+	st.keepProbe(kr.Key, kh, !kr.Oversized) // an oversized set's members are not tracked one by one
 }
 
 // skip counts a key skipped for reason, and names one in the log the

@@ -148,6 +148,23 @@ func (l *lostWatch) recheck(ctx context.Context, nodes []topology.Node) (flushed
 	return flushed
 }
 
+// flushedSinceCheck reports whether node n was flushed, swapped or
+// restarted since the last check, without recording anything (the next
+// check weighs it); ok is false when that cannot be told (no check of n
+// yet, INFO unreadable). Not after a check that could not read INFO: an
+// ACL without it would log each refusal.
+func (l *lostWatch) flushedSinceCheck(ctx context.Context, n topology.Node) (flushed, ok bool) {
+	prev, known := l.nodes[n.Addr]
+	if !known || l.blind {
+		return false, false
+	}
+	id, err := topology.Identify(ctx, n.C)
+	if err != nil || id.RunID == "" {
+		return false, false
+	}
+	return goneSince(prev, id) || dbFlushedSince(prev, id), true
+}
+
 // deferFor decides whether a sweep that read its keys across a FLUSHDB or
 // SWAPDB (flushed) leaves its ends to the next sweep. What it found gone
 // may have been emptied by a flush of its own database, or ended before

@@ -15,7 +15,7 @@ type inPlace struct {
 
 func (p inPlace) Survived() int { return p.n }
 
-func (p inPlace) Known(kind.Key) bool { return p.n > 0 }
+func (p inPlace) Known(kind.Key, bool) bool { return p.n > 0 }
 
 func (inPlace) Unproven() {}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -53,19 +54,113 @@ func (st *state) survivals() kind.Survivals {
 	return s
 }
 
-// keepProbe keeps key as a probe, while there is room, if the kind
-// applied it (applied), and forgets it if not (gone, skipped).
-func (st *state) keepProbe(key string, applied bool) {
+// probe is a key kept to read again after a flush. attempt is the
+// attempt (state.attempt) that last applied it. confirmed: an INFO after
+// that read found no FLUSHDB or SWAPDB since the attempt's check, so what
+// it read was there before any flush a later check finds.
+type probe struct {
+	key       string
+	hash      uint64 // xxhash of key, as apply names it
+	attempt   uint64
+	confirmed bool
+}
+
+// probeAt is the index of the probe of key hash kh, or -1. It runs for
+// every key applied: a hash compared, not a name.
+func (st *state) probeAt(kh uint64) int {
+	for i := range st.probes {
+		if st.probes[i].hash == kh {
+			return i
+		}
+	}
+	return -1
+}
+
+// keepProbe keeps key (hash kh) as a probe, while there is room, if the
+// kind applied it (applied), and forgets it if not (gone, skipped). A
+// probe applied again is stamped with this attempt.
+func (st *state) keepProbe(key string, kh uint64, applied bool) {
+	i := st.probeAt(kh)
 	switch {
 	case !applied:
-		if i := slices.Index(st.probes, key); i >= 0 {
+		if i >= 0 {
 			st.probes = slices.Delete(st.probes, i, i+1)
 		}
-	case len(st.probes) < maxProbes && !slices.Contains(st.probes, key):
+	case i >= 0:
+		st.probes[i].attempt, st.probes[i].confirmed = st.attempt, false
+	case len(st.probes) < maxProbes:
 		// A copy, as for readEverySweep: a name from the feed keeps
 		// its chunk of names alive.
-		st.probes = append(st.probes, strings.Clone(key))
+		st.probes = append(st.probes, probe{key: strings.Clone(key), hash: kh, attempt: st.attempt})
 	}
+}
+
+// probeKeys are the probes' names.
+func (st *state) probeKeys() []string {
+	keys := make([]string, len(st.probes))
+	for i, p := range st.probes {
+		keys[i] = p.key
+	}
+	return keys
+}
+
+// A sweep cut off at sampling.timeout that goes on through a FLUSHDB
+// (survivedFlush) reads its probes again. A hold the kind read proves
+// that the flush emptied another database only if it was read before the
+// flush: a hold read after a flush of the family's own database, written
+// again at once, would prove it as well. What the attempt that was cut
+// off read came after its check, which found no flush, and may have come
+// after the one the next check finds. So an INFO after its reads
+// (confirmProbes) tells: if it finds no flush either, they came before.
+// Else the probes count only with holds an earlier sweep read; the
+// attempts of one sweep share a generation of the kind's tracker, and it
+// cannot tell them apart.
+//
+// An INFO follows the first batch that reads probes, then at most one a
+// second, and one at the cut-off. The first comes within milliseconds of
+// the attempt's check: a first read cut off again and again still goes on
+// through a server whose other databases are flushed every few seconds,
+// as it did before probes needed confirming. A sweep reads its probes
+// among its first keys, or among what changed: about one INFO a sweep.
+
+// confirmEvery is how often an attempt asks INFO to confirm the probes it
+// read since the last time.
+const confirmEvery = time.Second
+
+// confirmTimeout bounds the INFO at a cut-off, whose attempt's time is up.
+const confirmTimeout = time.Second
+
+// confirmProbes confirms the probes this attempt read (above), unless an
+// INFO did less than confirmEvery ago (at the cut-off: now).
+func (f *family) confirmProbes(ctx context.Context, run *sweepRun, nodes []topology.Node, now bool) {
+	st := f.state
+	if len(nodes) != 1 || st.survivals() == nil || run.flushSeen ||
+		!slices.ContainsFunc(st.probes, func(p probe) bool { return p.attempt == st.attempt && !p.confirmed }) {
+		return
+	}
+	if !now && !run.confirmedAt.IsZero() && time.Since(run.confirmedAt) < confirmEvery {
+		return
+	}
+	run.confirmedAt = time.Now()
+	flushed, ok := st.lost.flushedSinceCheck(ctx, nodes[0])
+	switch {
+	case !ok: // unknown: they stay unconfirmed, the safe side
+	case flushed:
+		run.flushSeen = true
+	default:
+		for i := range st.probes {
+			if st.probes[i].attempt == st.attempt {
+				st.probes[i].confirmed = true
+			}
+		}
+	}
+}
+
+// readBeforeFlush reports whether the probe of key hash kh was read
+// before a flush that the check after the attempt in st.attempt found.
+func (st *state) readBeforeFlush(kh uint64) bool {
+	i := st.probeAt(kh)
+	return i >= 0 && (st.probes[i].attempt < st.attempt || st.probes[i].confirmed)
 }
 
 // probing reports whether a sweep after a flush can read what changed
@@ -78,7 +173,8 @@ func (f *family) probing(nodes []topology.Node) bool {
 // addProbes adds the probes to the keys the sweep reads of the node, but
 // for those it reads anyway (named by the feed, or read every sweep).
 func (st *state) addProbes(keys *changedKeys) {
-	for _, k := range st.probes {
+	for _, p := range st.probes {
+		k := p.key
 		if _, every := st.volatile[k]; !every && keys.named.Index(k) < 0 {
 			keys.more = append(keys.more, k)
 		}
@@ -120,7 +216,7 @@ func (f *family) keysInPlace(ctx context.Context, run *sweepRun, n topology.Node
 	// as a probe), and NamedSince covers the rest, to after its read.
 	var read []string
 	for _, k := range run.changed[n.Addr].more {
-		if slices.Contains(st.probes, k) { // read and applied: keepProbe dropped the rest
+		if st.probeAt(xxhash.Sum64String(k)) >= 0 { // read and applied: keepProbe dropped the rest
 			read = append(read, k)
 		}
 	}
@@ -142,7 +238,8 @@ func (f *family) keysInPlace(ctx context.Context, run *sweepRun, n topology.Node
 // often than a paced first read of its keys lasts (45 s at a million
 // slot sets) never got a first picture. The probes are read again:
 //   - a slot set's or a lock's: one holds a hold the kind has read, in
-//     this sweep or before (kind.Survivals);
+//     an earlier sweep, or in this one before the flush (kind.Survivals,
+//     confirmProbes);
 //   - another kind's, with change tracking on: one exists and the feed
 //     has not named it since the sweep began. It was not written since,
 //     and the flush came after that: had it emptied the family's
@@ -171,7 +268,7 @@ func (f *family) survivedFlush(ctx context.Context, run *sweepRun, nodes []topol
 	out := make(chan []redisread.KeyRead, 1)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- f.s.reader.ReadKeysFrom(ctx, f.s.topo.Router(), run.plan, slices.Clone(st.probes), nil, out)
+		errc <- f.s.reader.ReadKeysFrom(ctx, f.s.topo.Router(), run.plan, st.probeKeys(), nil, out)
 		close(out)
 	}()
 	found := false
@@ -182,7 +279,8 @@ func (f *family) survivedFlush(ctx context.Context, run *sweepRun, nodes []topol
 			switch {
 			case kr.Status != redisread.OK:
 			case s != nil:
-				found = found || s.Known(kind.Key{Read: kr, Hash: xxhash.Sum64String(kr.Key)})
+				kh := xxhash.Sum64String(kr.Key)
+				found = found || s.Known(kind.Key{Read: kr, Hash: kh}, st.readBeforeFlush(kh))
 			default:
 				present = append(present, strings.Clone(kr.Key))
 			}

@@ -60,6 +60,14 @@ func (f *family) resume(ctx context.Context) (*sweepRun, []topology.Node, error)
 			"attempts", run.attempts, "keys_read", run.keys)
 		vanished = false
 	}
+	if vanished {
+		// What the sweep read first may have been written after the
+		// flush: read again by the sweep that starts over, it must not
+		// show that the flush emptied another database (endsLost).
+		if s := st.survivals(); s != nil {
+			s.Unproven()
+		}
+	}
 	if vanished || !same {
 		f.log().Info("the sweep cut off at sampling.timeout starts over", "nodes_changed", !same, "data_vanished", vanished,
 			"attempts", run.attempts, "keys_read", run.keys)

@@ -387,3 +387,106 @@ func TestCutOffSweepGoesOnThroughAFlush(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushInsideACutOffAttempt: a FLUSHDB of the family's own database
+// lands inside an attempt of the sweep after a complete one, and every key
+// is written again at once with holds named afresh. The attempt is cut
+// off, and the next one's check finds the flush. Every hold of the sweep
+// before must end as lost, as a full read has them:
+//   - before_its_reads: the attempt reads the new holds alone, its probes
+//     among them. Read again, the probes hold what this sweep read, which
+//     proves nothing: it read them after the flush. Before, the sweep
+//     went on as though another database had been flushed.
+//   - after_its_first_batch: the attempt read its first keys before the
+//     flush, and the rest after it. Before, every hold ended as released:
+//     the sweep went on on probes read after the flush, and the old holds
+//     it had read before it proved the flush "emptied another database";
+//     or, with every probe read before it, it started over, and the new
+//     holds read again proved the same (kind.Survivals.Unproven).
+func TestFlushInsideACutOffAttempt(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := srv.Client()
+	ctx := context.Background()
+	for fi, name := range []string{"slots", "locks"} { // resumeFamilies' first two
+		for _, track := range []bool{false, true} {
+			for _, afterBatch := range []bool{false, true} {
+				where := map[bool]string{false: "before_its_reads", true: "after_its_first_batch"}[afterBatch]
+				t.Run(fmt.Sprintf("%s/track_changes=%v/%s", name, track, where), func(t *testing.T) {
+					exportertest.Must(t, rc.FlushAll(ctx).Err())
+					began := time.Now()
+					rf := resumeFamilies(exportertest.RedisTime(t, rc))[fi]
+					perKey := map[string]float64{"slots": 2, "locks": 1}[rf.fam.Name]
+					pipelined(t, rc, 0, resumeKeys, rf.write)
+					yaml := func(sampling ...string) string {
+						return redisproc.Config{
+							Redis:    standaloneSection(srv.Addr),
+							Sampling: append([]string{"interval: 1s", "window: 10m", "redis_cpu_share: 0", fmt.Sprintf("track_changes: %v", track)}, sampling...),
+							Leaks:    []string{"per_user_series: 1000"},
+							Families: []redisproc.Family{rf.fam},
+						}.YAML()
+					}
+					full := exportertest.Dial(t, yaml())
+					logs := exportertest.NewLogs()
+					cut := exportertest.Dial(t, yaml("timeout: 500ms", fmt.Sprintf("max_keys_per_second: %d", resumeBudget)), logs.Logger())
+					complete := func(what string) {
+						t.Helper()
+						exportertest.WaitFor(t, 0, what, func() bool {
+							err := cut.Sweeper.SweepOnce(ctx)
+							if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+								t.Fatalf("%s: %v", what, err)
+							}
+							return err == nil
+						})
+					}
+					complete("a first complete sweep")
+					full.Sweep()
+					// With change tracking, every key named: the next
+					// sweep reads them all, over several attempts.
+					pipelined(t, rc, 0, resumeKeys, rf.touch)
+
+					armed := true
+					flush := func() {
+						if !armed {
+							return
+						}
+						armed = false
+						// In one transaction: a SCAN between the two
+						// would find no key and end the read.
+						_, err := rc.TxPipelined(ctx, func(p redis.Pipeliner) error {
+							p.FlushDB(ctx)
+							for i := range resumeKeys {
+								rf.change(p, i)
+							}
+							return nil
+						})
+						exportertest.Must(t, err)
+					}
+					if afterBatch {
+						cut.Sweeper.AfterBatch(flush)
+					} else {
+						cut.Sweeper.AfterLostCheck(flush)
+					}
+					if err := cut.Sweeper.SweepOnce(ctx); !errors.Is(err, context.DeadlineExceeded) {
+						t.Fatalf("the first attempt of the sweep after the flush returned %v, want a cut-off", err)
+					}
+					if armed {
+						t.Fatal("the sweep did not flush")
+					}
+					complete("a complete sweep after the flush")
+					full.Sweep()
+					got := cut.Metrics()
+					series := func(outcome string) string {
+						return fmt.Sprintf(`slot_holds_ended_total{family=%q,outcome=%q}`, rf.fam.Name, outcome)
+					}
+					if lost, released := got[series("lost")], got[series("released")]; lost != perKey*resumeKeys || released != 0 {
+						t.Errorf("lost %v and released %v, want all %v holds of the sweep before lost", lost, released, perKey*resumeKeys)
+					}
+					if on := logs.Lines("emptied another database"); len(on) != 0 {
+						t.Errorf("holds read after the flush proved it emptied another database: %q", on)
+					}
+					sameFiguresWithin(t, "a sweep whose attempt a FLUSHDB landed in", full.Metrics(), got, time.Since(began).Seconds())
+				})
+			}
+		}
+	}
+}

@@ -69,6 +69,10 @@ type sweepRun struct {
 	reconciled  map[string]bool
 	attempts    int
 	keys        int
+	// confirmedAt is when this attempt last asked INFO to confirm its
+	// probes, flushSeen whether one found a flush (confirmProbes).
+	confirmedAt time.Time
+	flushSeen   bool
 	// resumable is false with discovery: notify, whose full scans keep
 	// books of their own per attempt.
 	resumable bool
@@ -87,6 +91,8 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 		}
 	}
 	run.attempts++
+	st.attempt++
+	run.confirmedAt, run.flushSeen = time.Time{}, false
 	if p := f.s.pacer; p != nil {
 		p.setNodes(nodes)
 		run.plan.Pace = p.limiter
@@ -112,6 +118,10 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 	if err != nil {
 		if ctx.Err() != nil {
 			if run.resumable && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// The attempt's time is up, not the INFO's.
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), confirmTimeout)
+				f.confirmProbes(cctx, run, nodes, true)
+				cancel()
 				st.partial = run
 				return gauges{}, &cutOff{run: run, applied: applied, moved: moved, err: ctx.Err()}
 			}
@@ -126,6 +136,7 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 			// read of a million slot sets. An attempt that read
 			// nothing keeps nothing: a Redis down for an hour is
 			// read afresh, at its own time, when it is back.
+			f.confirmProbes(ctx, run, nodes, true)
 			st.partial = run
 			return gauges{}, fmt.Errorf("%w (%d keys read so far; the next attempt goes on from there)", err, run.keys)
 		}
@@ -253,6 +264,7 @@ func (f *family) read(ctx context.Context, run *sweepRun, nodes []topology.Node)
 		for i := range batch {
 			f.apply(run, &batch[i])
 		}
+		f.confirmProbes(ctx, run, nodes, false)
 		if h := f.s.afterBatch; h != nil {
 			h()
 		}

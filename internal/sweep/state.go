@@ -63,8 +63,10 @@ type state struct {
 	cursor      map[string]uint64
 	// probes are a few keys read by name, read again after a FLUSHDB to
 	// tell whether it emptied the family's database (probe.go), when the
-	// kind can tell (kind.Survivals).
-	probes []string
+	// kind can tell (kind.Survivals). attempt numbers every attempt of
+	// every sweep: the one in flight, or the last.
+	probes  []probe
+	attempt uint64
 	// reconcileCredit is the reconciliation's unspent share of a key.
 	reconcileCredit float64
 	// known is how many keys the last complete sweep accounted for.
