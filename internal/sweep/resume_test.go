@@ -86,6 +86,24 @@ func resumeFamilies(now int64) []resumeFamily {
 	}
 }
 
+// cutOffPair dials two exporters of rf's family on srv: full reads every
+// key in one sweep; every attempt of cut is cut off at 500ms, within
+// which its key budget reads at most a third of resumeKeys. Its log is
+// in logs.
+func cutOffPair(t *testing.T, srv *redistest.Server, rf resumeFamily, track bool) (full, cut *exportertest.Harness, logs *exportertest.Logs) {
+	t.Helper()
+	yaml := func(sampling ...string) string {
+		return redisproc.Config{
+			Redis:    standaloneSection(srv.Addr),
+			Sampling: append([]string{"interval: 1s", "window: 10m", "redis_cpu_share: 0", fmt.Sprintf("track_changes: %v", track)}, sampling...),
+			Leaks:    []string{"per_user_series: 1000"},
+			Families: []redisproc.Family{rf.fam},
+		}.YAML()
+	}
+	logs = exportertest.NewLogs()
+	return exportertest.Dial(t, yaml()), exportertest.Dial(t, yaml("timeout: 500ms", fmt.Sprintf("max_keys_per_second: %d", resumeBudget)), logs.Logger()), logs
+}
+
 // pipelined runs fn for i in [from, to) in one pipeline.
 func pipelined(t *testing.T, c redis.UniversalClient, from, to int, fn func(c redis.Cmdable, i int)) {
 	t.Helper()
@@ -326,17 +344,7 @@ func TestCutOffSweepGoesOnThroughAFlush(t *testing.T) {
 					exportertest.Must(t, rc.FlushAll(ctx).Err())
 					began := time.Now()
 					pipelined(t, rc, 0, resumeKeys, rf.write)
-					yaml := func(sampling ...string) string {
-						return redisproc.Config{
-							Redis:    standaloneSection(srv.Addr),
-							Sampling: append([]string{"interval: 1s", "window: 10m", "redis_cpu_share: 0", fmt.Sprintf("track_changes: %v", track)}, sampling...),
-							Leaks:    []string{"per_user_series: 1000"},
-							Families: []redisproc.Family{rf.fam},
-						}.YAML()
-					}
-					full := exportertest.Dial(t, yaml())
-					logs := exportertest.NewLogs()
-					cut := exportertest.Dial(t, yaml("timeout: 500ms", fmt.Sprintf("max_keys_per_second: %d", resumeBudget)), logs.Logger())
+					full, cut, logs := cutOffPair(t, srv, rf, track)
 					if err := cut.Sweeper.SweepOnce(ctx); !errors.Is(err, context.DeadlineExceeded) {
 						t.Fatalf("the first attempt of a sweep of %d keys returned %v, want a cut-off", resumeKeys, err)
 					}
@@ -417,17 +425,7 @@ func TestFlushInsideACutOffAttempt(t *testing.T) {
 					rf := resumeFamilies(exportertest.RedisTime(t, rc))[fi]
 					perKey := map[string]float64{"slots": 2, "locks": 1}[rf.fam.Name]
 					pipelined(t, rc, 0, resumeKeys, rf.write)
-					yaml := func(sampling ...string) string {
-						return redisproc.Config{
-							Redis:    standaloneSection(srv.Addr),
-							Sampling: append([]string{"interval: 1s", "window: 10m", "redis_cpu_share: 0", fmt.Sprintf("track_changes: %v", track)}, sampling...),
-							Leaks:    []string{"per_user_series: 1000"},
-							Families: []redisproc.Family{rf.fam},
-						}.YAML()
-					}
-					full := exportertest.Dial(t, yaml())
-					logs := exportertest.NewLogs()
-					cut := exportertest.Dial(t, yaml("timeout: 500ms", fmt.Sprintf("max_keys_per_second: %d", resumeBudget)), logs.Logger())
+					full, cut, logs := cutOffPair(t, srv, rf, track)
 					complete := func(what string) {
 						t.Helper()
 						exportertest.WaitFor(t, 0, what, func() bool {
