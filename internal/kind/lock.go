@@ -188,11 +188,11 @@ func (t *lock) Survived() int { return t.members.SeenAgain() }
 func (t *lock) Unproven() { t.members.Unproven() }
 
 func (t *lock) Known(k Key, thisSweep bool) bool {
-	h := track.MemberHash(t.digest, k.Read.Key, k.Read.Text)
+	known := t.members.TrackedBefore
 	if thisSweep {
-		return t.members.Tracked(h, k.Hash)
+		known = t.members.Tracked
 	}
-	return t.members.TrackedBefore(h, k.Hash)
+	return known(track.MemberHash(t.digest, k.Read.Key, k.Read.Text), k.Hash)
 }
 
 func (t *lock) End(sw *Sweep, lost, deferEnds bool) Ended {

@@ -380,8 +380,12 @@ func (t *slotSet) Survived() int { return t.members.SeenAgain() }
 func (t *slotSet) Unproven() { t.members.Unproven() }
 
 func (t *slotSet) Known(k Key, thisSweep bool) bool {
+	known := t.members.TrackedBefore
+	if thisSweep {
+		known = t.members.Tracked
+	}
 	for _, m := range k.Read.Members {
-		if thisSweep && t.members.Tracked(m.Hash, k.Hash) || t.members.TrackedBefore(m.Hash, k.Hash) {
+		if known(m.Hash, k.Hash) {
 			return true
 		}
 	}
