@@ -281,35 +281,35 @@ func (t *MemberTracker) Observe(h uint64, keyHash uint64, score float64, now int
 
 // Tracked reports whether the member with hash h of the key with hash
 // keyHash is tracked.
-func (t *MemberTracker) Tracked(h, keyHash uint64) bool {
+func (t *MemberTracker) Tracked(h, keyHash uint64) bool { return t.tracked(h, keyHash) != nil }
+
+// tracked is the slot of the member with hash h of the key with hash
+// keyHash, or nil if it is not tracked.
+func (t *MemberTracker) tracked(h, keyHash uint64) *memberSlot {
 	h = slotHash(h, keyHash)
 	p := t.part(h)
-	return len(p.slots) > 0 && !p.find(h).free()
+	if len(p.slots) == 0 {
+		return nil
+	}
+	if s := p.find(h); !s.free() {
+		return s
+	}
+	return nil
 }
 
 // TrackedBefore reports whether the member with hash h of the key with
 // hash keyHash is tracked and was first seen by an earlier sweep than the
 // one observing now (before Begin, if nothing was observed since).
 func (t *MemberTracker) TrackedBefore(h, keyHash uint64) bool {
-	h = slotHash(h, keyHash)
-	p := t.part(h)
-	if len(p.slots) == 0 {
-		return false
-	}
-	s := p.find(h)
-	return !s.free() && (t.newGen || s.first < t.gen)
+	s := t.tracked(h, keyHash)
+	return s != nil && (t.newGen || s.first < t.gen)
 }
 
 // FirstSeen returns when the member with hash h of the key with hash
 // keyHash was first seen (Redis time, ms), if it is tracked.
 func (t *MemberTracker) FirstSeen(h, keyHash uint64) (int64, bool) {
-	h = slotHash(h, keyHash)
-	p := t.part(h)
-	if len(p.slots) == 0 {
-		return 0, false
-	}
-	s := p.find(h)
-	if s.free() {
+	s := t.tracked(h, keyHash)
+	if s == nil {
 		return 0, false
 	}
 	at, ok := t.genTime[s.first]
