@@ -129,12 +129,8 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 // unreadable INFO changes nothing; the next check says so.
 func (l *lostWatch) recheck(ctx context.Context, nodes []topology.Node) (flushed bool) {
 	for _, n := range nodes {
-		prev, ok := l.nodes[n.Addr]
+		prev, id, ok := l.sinceCheck(ctx, n)
 		if !ok {
-			continue
-		}
-		id, err := topology.Identify(ctx, n.C)
-		if err != nil || id.RunID == "" {
 			continue
 		}
 		switch {
@@ -154,15 +150,25 @@ func (l *lostWatch) recheck(ctx context.Context, nodes []topology.Node) (flushed
 // yet, INFO unreadable). Not after a check that could not read INFO: an
 // ACL without it would log each refusal.
 func (l *lostWatch) flushedSinceCheck(ctx context.Context, n topology.Node) (flushed, ok bool) {
-	prev, known := l.nodes[n.Addr]
-	if !known || l.blind {
+	if l.blind {
 		return false, false
+	}
+	prev, id, ok := l.sinceCheck(ctx, n)
+	return ok && (goneSince(prev, id) || dbFlushedSince(prev, id)), ok
+}
+
+// sinceCheck reads node n's identity now, beside the one the last check
+// recorded; ok is false when there is none, or INFO cannot be read.
+func (l *lostWatch) sinceCheck(ctx context.Context, n topology.Node) (prev, id topology.Identity, ok bool) {
+	prev, ok = l.nodes[n.Addr]
+	if !ok {
+		return prev, id, false
 	}
 	id, err := topology.Identify(ctx, n.C)
 	if err != nil || id.RunID == "" {
-		return false, false
+		return prev, id, false
 	}
-	return goneSince(prev, id) || dbFlushedSince(prev, id), true
+	return prev, id, true
 }
 
 // deferFor decides whether a sweep that read its keys across a FLUSHDB or
