@@ -22,6 +22,7 @@ import (
 var (
 	firstPictureSets    = flag.Int("first-picture-sets", 100_000, "slot sets of BenchmarkFirstPicture")
 	firstPictureUnpaced = flag.Bool("first-picture-unpaced", false, "BenchmarkFirstPicture with redis_cpu_share 0: what Redis spends a key unpaced, on the same machine")
+	firstPictureProbe   = flag.Bool("first-picture-probe", false, "BenchmarkFirstPicture with a GET every ms on a connection of its own: the latency an application sees during a first read")
 )
 
 // BenchmarkFirstPicture: how long a new exporter, with the defaults a user
@@ -79,10 +80,19 @@ func BenchmarkFirstPicture(b *testing.B) {
 		cmd0, _ := rc.Info(ctx, "commandstats").Result()
 		t0 := time.Now()
 		s.Start()
+		probeDone := make(chan []time.Duration, 1)
+		stopProbe := make(chan struct{})
+		if *firstPictureProbe {
+			go func() { probeDone <- appProbe(ctx, srv, stopProbe) }()
+		} else {
+			probeDone <- nil
+		}
 		for s.Snapshot().Families[0].LastSuccess.IsZero() {
 			time.Sleep(100 * time.Millisecond)
 		}
 		d := time.Since(t0)
+		close(stopProbe)
+		lat := <-probeDone
 		info1, _ := rc.Info(ctx, "cpu").Result()
 		redisCPU := redisinfo.CPU(info1) - redisinfo.CPU(info0)
 		cmd1, _ := rc.Info(ctx, "commandstats").Result()
@@ -101,11 +111,52 @@ func BenchmarkFirstPicture(b *testing.B) {
 			cost, rate = s.pacer.cost, s.pacer.KeysPerSecond()
 			s.pacer.mu.Unlock()
 		}
-		b.Logf("first picture of %d sets after %.1f s in %d attempts (sets %d, keys read %d); Redis CPU %.2f s, %.2f µs a key, %.1f%% of a core (inside commands, µs a key:%s); pacer: %.2f µs a key, %.0f keys/s",
+		b.Logf("first picture of %d sets after %.1f s in %d attempts (sets %d, keys read %d); Redis CPU %.2f s, %.2f µs a key, %.1f%% of a core (inside commands, µs a key:%s); pacer: %.2f µs a key, %.0f keys/s%s",
 			*firstPictureSets, d.Seconds(), f.state.lastGauges.attempts, f.state.lastGauges.sets, f.state.keysScanned,
-			redisCPU, redisCPU/float64(f.state.keysScanned)*1e6, 100*redisCPU/d.Seconds(), strings.TrimSuffix(inCmds, ","), cost*1e6, rate)
+			redisCPU, redisCPU/float64(f.state.keysScanned)*1e6, 100*redisCPU/d.Seconds(), strings.TrimSuffix(inCmds, ","), cost*1e6, rate,
+			probeFigures(lat))
 		took = append(took, d.Seconds())
 	}
 	slices.Sort(took)
 	b.ReportMetric(took[len(took)/2], "s/first-picture")
+}
+
+// appProbe times a GET every millisecond on a connection of its own, as an
+// application would see Redis while the first read goes on, until stop.
+func appProbe(ctx context.Context, srv *redistest.Server, stop <-chan struct{}) []time.Duration {
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1, DB: 1})
+	defer c.Close()
+	var lat []time.Duration
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return lat
+		case <-t.C:
+		}
+		t0 := time.Now()
+		if err := c.Get(ctx, "probe").Err(); err != nil && err != redis.Nil {
+			return lat
+		}
+		lat = append(lat, time.Since(t0))
+	}
+}
+
+// probeFigures are appProbe's latencies for the log line; none: "".
+func probeFigures(lat []time.Duration) string {
+	if len(lat) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; a GET every ms meanwhile: p99 %s, p99.9 %s, max %s", quantile(lat, 0.99), quantile(lat, 0.999), quantile(lat, 1))
+}
+
+// quantile is the q quantile of v (1: the largest), 0 for none.
+func quantile(v []time.Duration, q float64) time.Duration {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[int(float64(len(s)-1)*q)].Round(10 * time.Microsecond)
 }
