@@ -37,6 +37,12 @@ type outsideResult struct {
 	// FirstRead is from the exporter's start to its first complete
 	// picture (slot_sets exposed), the application writing throughout.
 	FirstRead float64
+	// FirstRedisCPU is redis-server's CPU over the first read, as a share
+	// of a core, and WriterAlone its CPU under the writer alone (no
+	// probe, as during the first read) for a phase just before it: what
+	// the first read took of Redis, its interference with the writes
+	// included, is their difference.
+	FirstRedisCPU, WriterAlone float64
 	// FirstHeap and FirstRSS are the largest sampled during the first
 	// read; Heap and RSS the largest in the measured phase after it.
 	FirstHeap, FirstRSS uint64
@@ -126,7 +132,23 @@ func measureOutside(ctx context.Context, res *outsideResult, phase time.Duration
 	defer logf.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+
+	// Its first read, the application writing throughout (from this
+	// process: its latency is not measured here), after a phase of the
+	// writes alone that measures Redis without the exporter the same way.
+	wctx, stopWrites := context.WithCancel(ctx)
+	wrote := make(chan struct{})
+	go func() { app.write(wctx); close(wrote) }()
+	c0, w0 := procCPU(s.PID()), time.Now()
+	select {
+	case <-time.After(writerAlonePhase):
+	case <-ctx.Done():
+	}
+	c1, t0 := procCPU(s.PID()), time.Now()
+	res.WriterAlone = (c1 - c0).Seconds() / t0.Sub(w0).Seconds()
 	if err := cmd.Start(); err != nil {
+		stopWrites()
+		<-wrote
 		return err
 	}
 	defer func() {
@@ -134,18 +156,12 @@ func measureOutside(ctx context.Context, res *outsideResult, phase time.Duration
 		_ = cmd.Wait()
 	}()
 	exp := &exporterProc{pid: cmd.Process.Pid, url: "http://" + listen + "/metrics", hc: &http.Client{Timeout: 30 * time.Second}}
-
-	// Its first read, the application writing throughout (from this
-	// process: its latency is not measured here).
-	t0 := time.Now()
-	wctx, stopWrites := context.WithCancel(ctx)
-	wrote := make(chan struct{})
-	go func() { app.write(wctx); close(wrote) }()
 	err = exp.waitFirstPicture(ctx, 15*time.Minute, func() {
 		res.FirstHeap = max(res.FirstHeap, exp.heapLive())
 		res.FirstRSS = max(res.FirstRSS, pidStatus(exp.pid, "VmRSS"))
 	})
 	res.FirstRead = time.Since(t0).Seconds()
+	res.FirstRedisCPU = (procCPU(s.PID()) - c1).Seconds() / res.FirstRead
 	stopWrites()
 	<-wrote
 	if err != nil {
@@ -168,6 +184,10 @@ func measureOutside(ctx context.Context, res *outsideResult, phase time.Duration
 	}
 	return nil
 }
+
+// writerAlonePhase is how long the writes run alone before the exporter
+// starts: Redis's CPU over it is the first read's reference.
+const writerAlonePhase = 20 * time.Second
 
 // outsidePhaseRun runs the application for d and measures Redis's CPU and
 // the probe's p99; sample, if not nil, is called every second meanwhile.

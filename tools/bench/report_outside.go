@@ -44,8 +44,8 @@ func (rep *report) outsideSection(p func(string, ...any)) {
 		p("Not run: %s.\n\n", x.Err)
 		return
 	}
-	p("%d slot sets on a fresh server. The application, a process of its own, writes %d sets a second (`ZADD key <now + ttl> hb` on random sets, batches of 100) while it sends a GET or SET every millisecond on a connection of its own (DB 1). First %.0f s of the application alone; then the exporter binary starts, built from this tree and run with a config file that names Redis and the family and sets nothing else (track_changes on, the pace at a tenth of a core, sampling.interval and timeout at their defaults), in a process of its own; once it exposes `slot_sets` (its first complete picture; the application writes all along) another %.0f s are measured. Everything is read from outside: redis-server's and the exporter's CPU from /proc, the exporter's RSS from /proc and its live heap from its own `go_gc_heap_live_bytes`, both sampled every second, and the probe's p99.\n\n",
-		x.Sets, x.Rate, x.Phase, x.Phase)
+	p("%d slot sets on a fresh server. The application, a process of its own, writes %d sets a second (`ZADD key <now + ttl> hb` on random sets, batches of 100) while it sends a GET or SET every millisecond on a connection of its own (DB 1). First %.0f s of the application alone; then the exporter binary starts, built from this tree and run with a config file that names Redis and the family and sets nothing else (track_changes on, the pace at a tenth of a core, sampling.interval and timeout at their defaults), in a process of its own; once it exposes `slot_sets` (its first complete picture; the application writes all along, without its probe, and Redis's CPU over the first read is set against %.0f s of the same writes alone just before) another %.0f s are measured. Everything is read from outside: redis-server's and the exporter's CPU from /proc, the exporter's RSS from /proc and its live heap from its own `go_gc_heap_live_bytes`, both sampled every second, and the probe's p99.\n\n",
+		x.Sets, x.Rate, x.Phase, writerAlonePhase.Seconds(), x.Phase)
 	p("| | application alone | with the exporter |\n|---|---:|---:|\n")
 	p("| redis-server CPU, share of a core | %.1f%% | %.1f%% |\n", x.Alone.RedisCPU*100, x.With.RedisCPU*100)
 	p("| the probe's p99 | %.2f ms | %.2f ms |\n", x.Alone.P99, x.With.P99)
@@ -54,7 +54,8 @@ func (rep *report) outsideSection(p func(string, ...any)) {
 	p("| the exporter's own CPU, share of a core | - | %.1f%% |\n", x.ExporterCPU*100)
 	p("| the exporter's live heap, largest | - | %s (first read: %s) |\n", mb(x.Heap), mb(x.FirstHeap))
 	p("| the exporter's RSS, largest | - | %s (first read: %s) |\n", mb(x.RSS), mb(x.FirstRSS))
-	p("| first complete picture, from the exporter's start | - | %s |\n\n", secs(x.FirstRead))
+	p("| first complete picture, from the exporter's start | - | %s |\n", secs(x.FirstRead))
+	p("| redis-server CPU during the first read (the writes alone, no probe, just before) | %.1f%% | %.1f%%: %+.1f%% of a core |\n\n", x.WriterAlone*100, x.FirstRedisCPU*100, (x.FirstRedisCPU-x.WriterAlone)*100)
 }
 
 // memoryOver says which of the outside measurement's memory goals was
