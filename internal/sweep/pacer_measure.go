@@ -117,18 +117,18 @@ func (p *cpuPacer) holdIfDue(at time.Time, readers, first bool) {
 }
 
 // readCommandsTime is Redis's time inside the reads' commands between
-// two samples (seconds): the slot sets read, each priced at the mean time
-// of a call of the command that read its members (ZSCAN, or ZRANGE) and
-// of a PTTL over the same span, and every SCAN (an application seldom
-// SCANs; the exporter's discovery does). The means are of every client's
+// two samples (seconds): keyCmds the slot sets read, each priced at the
+// mean time of a call of the command that read its members (ZSCAN, or
+// ZRANGE) and of a PTTL over the same span, and scan every SCAN's (an
+// application seldom SCANs; the exporter's discovery does). The means are of every client's
 // calls; an application's larger ZSCANs or ZRANGEs raise them, and so slow the
 // reads, the safe side. The slot sets counted are at most the calls Redis
 // counted: a batch sent but not yet run when INFO was answered is priced
 // in the next span. 0 without the counts, or when they went back (a
 // restart, CONFIG RESETSTAT).
-func readCommandsTime(prev, s cpuSample) float64 {
+func readCommandsTime(prev, s cpuSample) (keyCmds, scan float64) {
 	if !prev.haveCmd || !s.haveCmd {
-		return 0
+		return 0, 0
 	}
 	var usec float64
 	var n int64
@@ -148,21 +148,20 @@ func readCommandsTime(prev, s cpuSample) float64 {
 		}
 		per, ok := commandstats.PerCall(c.prevStat, c.stat)
 		if !ok {
-			return 0
+			return 0, 0
 		}
 		usec += float64(k) * per
 		n += k
 	}
 	n = min(n, s.pttl.Calls-prev.pttl.Calls)
 	if n <= 0 {
-		return 0
+		return 0, 0
 	}
 	t, ok := commandstats.PerCall(prev.pttl, s.pttl)
 	if !ok {
-		return 0
+		return 0, 0
 	}
-	scan := float64(max(s.scan.Usec-prev.scan.Usec, 0))
-	return (usec + float64(n)*t + scan) / 1e6
+	return (usec + float64(n)*t) / 1e6, float64(max(s.scan.Usec-prev.scan.Usec, 0)) / 1e6
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }

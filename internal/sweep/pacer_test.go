@@ -19,15 +19,15 @@ import (
 // rate allowed after the first 20 s, and the exporter's share of a core
 // over the last minute.
 func drive(p *cpuPacer, seconds int, cost, cmdCost float64, base func(sec int, held bool) float64) (lowest, share float64) {
-	return driveAt(p, seconds, func(float64) float64 { return cost }, cmdCost, base)
+	return driveAt(p, seconds, func(float64) float64 { return cost }, cmdCost, 0, base)
 }
 
 // driveAt is drive with a key's cost a function of the keys read that
-// second.
-func driveAt(p *cpuPacer, seconds int, keyCost func(keysPerSecond float64) float64, cmdCost float64, base func(sec int, held bool) float64) (lowest, share float64) {
+// second, and scanCost a key of Redis time in SCAN (a first read's).
+func driveAt(p *cpuPacer, seconds int, keyCost func(keysPerSecond float64) float64, cmdCost, scanCost float64, base func(sec int, held bool) float64) (lowest, share float64) {
 	at := time.Unix(1000, 0)
 	cpu, keys := 0.0, uint64(0)
-	var zscan, pttl commandstats.Stat
+	var zscan, pttl, scan commandstats.Stat
 	lowest = p.KeysPerSecond()
 	// The sample taken as the first sweep's nodes are known, before it
 	// reads.
@@ -50,10 +50,12 @@ func driveAt(p *cpuPacer, seconds int, keyCost func(keysPerSecond float64) float
 		zscan.Usec += int64(float64(read) * cmdCost / 2 * 1e6)
 		pttl.Calls += int64(read)
 		pttl.Usec += int64(float64(read) * cmdCost / 2 * 1e6)
+		scan.Calls += int64(read) / 300
+		scan.Usec += int64(float64(read) * scanCost * 1e6)
 		at = at.Add(time.Second)
 		p.mu.Lock()
 		p.observe(cpuSample{cpu: cpu, at: at, keys: keys, readers: true,
-			slotReads: redisread.SlotReads{ZScan: keys}, zscan: zscan, pttl: pttl, haveCmd: cmdCost > 0})
+			slotReads: redisread.SlotReads{ZScan: keys}, zscan: zscan, pttl: pttl, scan: scan, haveCmd: cmdCost > 0})
 		p.holdIfDue(at, true, false)
 		p.mu.Unlock()
 		if sec >= 20 && !p.quiet {
@@ -146,6 +148,28 @@ func TestPacerFloorBeforeItCanLearn(t *testing.T) {
 	}
 }
 
+// TestPacerFloorCountsScanOnce: a first read under an application as busy
+// as the reads is paced by the floor, and its SCAN is one call for
+// hundreds of keys, with no socket work a key to double: a key whose
+// ZSCAN and PTTL take 2 µs and its share of SCAN 1.5 costs Redis 5.5 in
+// all, and the floor of twice the first and once the second gives the
+// reads their share. Doubled with the rest, the floor was 7 µs and the
+// reads took 0.079 of a core.
+func TestPacerFloorCountsScanOnce(t *testing.T) {
+	const keyCmds, scan = 2e-6, 1.5e-6
+	p := newCPUPacer(0.1)
+	_, share := driveAt(p, 180, func(float64) float64 { return priorFloorRatio*keyCmds + scan }, keyCmds, scan, func(_ int, held bool) float64 {
+		if held {
+			return 0.14 // what the application put off, done now
+		}
+		return 0.1
+	})
+	t.Logf("share %.3f, cost %.2f µs, floor %.2f µs", share, p.cost*1e6, p.lastFloor*1e6)
+	if share < 0.095 || share > 0.105 {
+		t.Errorf("a first read under a busy application took %.3f of a core; its share is 0.1", share)
+	}
+}
+
 // TestPacerKeepsItsShareAcrossHolds: a read that never stops of itself
 // (the first read of a large Redis) is held a second in every quietEvery,
 // and makes up for it between the holds: over a minute it gets its share,
@@ -230,7 +254,7 @@ func TestPacerFirstCostsReplaceThePrior(t *testing.T) {
 		return fast
 	}
 	p := newCPUPacer(0.1)
-	driveAt(p, 9, keyCost, 0, func(int, bool) float64 { return 0.002 })
+	driveAt(p, 9, keyCost, 0, 0, func(int, bool) float64 { return 0.002 })
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.updates != 2 || p.cost < 0.97*fast || p.cost > 1.03*fast {
@@ -323,7 +347,8 @@ func TestPacerChargesInvalidations(t *testing.T) {
 // TestReadCommandsTime: the reads' command time between two samples is the
 // slot sets read, at most as many as Redis ran, each priced at the mean
 // call of the command that read it (ZSCAN, or ZRANGE once the ACL refused
-// ZSCAN) and of PTTL, plus the SCANs; nothing when the counts went back.
+// ZSCAN) and of PTTL, and apart from it the SCANs; nothing when the counts
+// went back.
 func TestReadCommandsTime(t *testing.T) {
 	// at: scans slot sets read by ZSCAN and ranges by ZRANGE; Redis ran
 	// calls of each, a ZSCAN costing 3 µs, a ZRANGE 5 and a PTTL 1.
@@ -335,19 +360,20 @@ func TestReadCommandsTime(t *testing.T) {
 			scan:   commandstats.Stat{Calls: 1, Usec: scanUsec}}
 	}
 	for _, c := range []struct {
-		name     string
-		from, to cpuSample
-		want     float64 // seconds
+		name           string
+		from, to       cpuSample
+		keyCmds, scans float64 // seconds
 	}{
-		{"every read run", at(100, 0, 1000, 0), at(300, 0, 1200, 50), (200*(3+1) + 50) / 1e6},
-		{"a batch still in Redis's input", at(100, 0, 1000, 0), at(340, 0, 1200, 0), 200 * (3 + 1) / 1e6},
-		{"ZRANGE after the ACL refused ZSCAN", at(100, 0, 1000, 0), at(150, 50, 1200, 0), (50*(3+1) + 50*(5+1)) / 1e6},
-		{"no reads", at(100, 0, 1000, 0), at(100, 0, 1200, 50), 0},
-		{"stats reset", at(100, 0, 1000, 0), at(300, 0, 10, 0), 0},
-		{"no commandstats", cpuSample{slotReads: redisread.SlotReads{ZScan: 100}}, at(300, 0, 1200, 0), 0},
+		{"every read run", at(100, 0, 1000, 0), at(300, 0, 1200, 50), 200 * (3 + 1) / 1e6, 50 / 1e6},
+		{"a batch still in Redis's input", at(100, 0, 1000, 0), at(340, 0, 1200, 0), 200 * (3 + 1) / 1e6, 0},
+		{"ZRANGE after the ACL refused ZSCAN", at(100, 0, 1000, 0), at(150, 50, 1200, 0), (50*(3+1) + 50*(5+1)) / 1e6, 0},
+		{"no reads", at(100, 0, 1000, 0), at(100, 0, 1200, 50), 0, 0},
+		{"stats reset", at(100, 0, 1000, 0), at(300, 0, 10, 0), 0, 0},
+		{"no commandstats", cpuSample{slotReads: redisread.SlotReads{ZScan: 100}}, at(300, 0, 1200, 0), 0, 0},
 	} {
-		if got := readCommandsTime(c.from, c.to); math.Abs(got-c.want) > 1e-12 {
-			t.Errorf("%s: %g s, want %g s", c.name, got, c.want)
+		keyCmds, scans := readCommandsTime(c.from, c.to)
+		if math.Abs(keyCmds-c.keyCmds) > 1e-12 || math.Abs(scans-c.scans) > 1e-12 {
+			t.Errorf("%s: %g s in the keys' commands and %g s in SCAN, want %g s and %g s", c.name, keyCmds, scans, c.keyCmds, c.scans)
 		}
 	}
 }
@@ -416,7 +442,7 @@ func TestPacerKeepsItsShareAsTheCostRises(t *testing.T) {
 				return trend * (0.85 + 0.3*r.Float64())
 			}
 			p := newCPUPacer(0.1)
-			_, share := driveAt(p, 100, keyCost, 0, func(int, bool) float64 { return 0.002 })
+			_, share := driveAt(p, 100, keyCost, 0, 0, func(int, bool) float64 { return 0.002 })
 			if share > 0.102 || share < tc.least {
 				t.Errorf("%s, seed %d: the exporter took %.4f of a core over a minute; its share is 0.1", tc.name, seed, share)
 			}
