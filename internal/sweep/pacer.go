@@ -91,6 +91,10 @@ type cpuPacer struct {
 	// load (priorFloorRatio until then); lastFloor is the floor it gave
 	// last.
 	floorRatio, lastFloor float64
+	// appHeld and appRead are the application's commands a second
+	// (appCommands), smoothed: in seconds without reads and in seconds
+	// of reads. 0 until measured.
+	appHeld, appRead float64
 	// entitled is what a second of reads may take of Redis's CPU (the
 	// share less the invalidations, made up for holds), as apply last
 	// set it; over is what the reads took beyond it, CPU seconds, still

@@ -28,7 +28,10 @@ type cpuSample struct {
 	// the SCANs (haveCmd: commandstats was read on every node).
 	slotReads                 redisread.SlotReads
 	zscan, zrange, pttl, scan commandstats.Stat
-	haveCmd                   bool
+	// appCalls counts the calls of every other command: the
+	// application's (appCommands).
+	appCalls int64
+	haveCmd  bool
 }
 
 // tick reads INFO cpu (and commandstats, with raw slot-set reads) from
@@ -45,6 +48,7 @@ func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger, first bool) {
 	readers := p.active.Load() > 0
 	var total float64
 	var zscan, zrange, pttl, scan commandstats.Stat
+	var app int64
 	haveCmd := slotReads != nil
 	var reads redisread.SlotReads
 	if haveCmd {
@@ -77,10 +81,11 @@ func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger, first bool) {
 			st := commandstats.Parse(info)
 			zscan, zrange = zscan.Plus(st["zscan"]), zrange.Plus(st["zrange"])
 			pttl, scan = pttl.Plus(st["pttl"]), scan.Plus(st["scan"])
+			app += appCommands(st)
 		}
 	}
 	s := cpuSample{cpu: total, at: time.Now(), keys: p.keys.Load(), readers: readers || p.active.Load() > 0,
-		slotReads: reads, zscan: zscan, zrange: zrange, pttl: pttl, scan: scan, haveCmd: haveCmd}
+		slotReads: reads, zscan: zscan, zrange: zrange, pttl: pttl, scan: scan, appCalls: app, haveCmd: haveCmd}
 	if inv != nil {
 		s.inv = inv()
 	}
@@ -90,7 +95,8 @@ func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger, first bool) {
 		// What the pace stands on, for whoever wonders why the reads go
 		// at the rate they do (--log.level=debug).
 		logger.Debug("read pace: cost per key measured", "cost_us", round2(p.cost*1e6), "floor_us", round2(p.lastFloor*1e6), "floor_ratio", round2(p.floorRatio),
-			"application_core_percent", round2(p.baseline*100), "invalidations_core_percent", round2(p.invShare*100),
+			"application_core_percent", round2(p.baseline*100), "application_calls_held", int(p.appHeld), "application_calls_reading", int(p.appRead),
+			"application_steady", p.steadyApplication(), "invalidations_core_percent", round2(p.invShare*100),
 			"keys_per_second", int(p.KeysPerSecond()))
 	}
 	p.holdIfDue(s.at, s.readers, first)
@@ -162,6 +168,27 @@ func readCommandsTime(prev, s cpuSample) (keyCmds, scan float64) {
 		return 0, 0
 	}
 	return (usec + float64(n)*t) / 1e6, float64(max(s.scan.Usec-prev.scan.Usec, 0)) / 1e6
+}
+
+// readsOwn are the commands that a slot-set family's raw reads and the
+// pace send. The application's calls are all the others: their rate tells
+// an application that catches up in the held second (calls put off while
+// the reads went on) from a steady one (steadyApplication). Another
+// kind's reads go through go-redis with commands an application uses too,
+// and are counted as its calls; they stop in the held second, and that
+// application looks unsteady, the safe side.
+var readsOwn = map[string]bool{"scan": true, "zscan": true, "zrange": true, "zcount": true, "pttl": true, "info": true}
+
+// appCommands is the calls of the commands in st that the reads do not
+// send.
+func appCommands(st map[string]commandstats.Stat) int64 {
+	var n int64
+	for name, c := range st {
+		if !readsOwn[name] {
+			n += c.Calls
+		}
+	}
+	return n
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }

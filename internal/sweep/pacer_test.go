@@ -25,8 +25,14 @@ func drive(p *cpuPacer, seconds int, cost, cmdCost float64, base func(sec int, h
 // driveAt is drive with a key's cost a function of the keys read that
 // second, and scanCost a key of Redis time in SCAN (a first read's).
 func driveAt(p *cpuPacer, seconds int, keyCost func(keysPerSecond float64) float64, cmdCost, scanCost float64, base func(sec int, held bool) float64) (lowest, share float64) {
+	return driveApp(p, seconds, keyCost, cmdCost, scanCost, base, nil)
+}
+
+// driveApp is driveAt with the application's commands a second (nil:
+// none), which commandstats counts beside the reads'.
+func driveApp(p *cpuPacer, seconds int, keyCost func(keysPerSecond float64) float64, cmdCost, scanCost float64, base, calls func(sec int, held bool) float64) (lowest, share float64) {
 	at := time.Unix(1000, 0)
-	cpu, keys := 0.0, uint64(0)
+	cpu, keys, appCalls := 0.0, uint64(0), 0.0
 	var zscan, pttl, scan commandstats.Stat
 	lowest = p.KeysPerSecond()
 	// The sample taken as the first sweep's nodes are known, before it
@@ -43,6 +49,9 @@ func driveAt(p *cpuPacer, seconds int, keyCost func(keysPerSecond float64) float
 		keys += read
 		cost := keyCost(float64(read))
 		cpu += base(sec, p.quiet) + cost*float64(read)
+		if calls != nil {
+			appCalls += calls(sec, p.quiet)
+		}
 		if sec >= seconds-60 {
 			share += cost * float64(read) / 60
 		}
@@ -55,7 +64,7 @@ func driveAt(p *cpuPacer, seconds int, keyCost func(keysPerSecond float64) float
 		at = at.Add(time.Second)
 		p.mu.Lock()
 		p.observe(cpuSample{cpu: cpu, at: at, keys: keys, readers: true,
-			slotReads: redisread.SlotReads{ZScan: keys}, zscan: zscan, pttl: pttl, scan: scan, haveCmd: cmdCost > 0})
+			slotReads: redisread.SlotReads{ZScan: keys}, zscan: zscan, pttl: pttl, scan: scan, appCalls: int64(appCalls), haveCmd: cmdCost > 0})
 		p.holdIfDue(at, true, false)
 		p.mu.Unlock()
 		if sec >= 20 && !p.quiet {
@@ -167,6 +176,69 @@ func TestPacerFloorCountsScanOnce(t *testing.T) {
 	t.Logf("share %.3f, cost %.2f µs, floor %.2f µs", share, p.cost*1e6, p.lastFloor*1e6)
 	if share < 0.095 || share > 0.105 {
 		t.Errorf("a first read under a busy application took %.3f of a core; its share is 0.1", share)
+	}
+}
+
+// TestPacerLearnsUnderASteadyApplication: a first read under a light,
+// steady application (a GET every ms: 3% of a core, 1000 commands a
+// second with the reads and without) uses about three times its load,
+// short of four, and its whole cost over its commands is learned all the
+// same, so that it gets its share: a key's ZSCAN and PTTL take 2 µs and
+// its share of SCAN 1 µs, 4 µs in all (a ratio of 1.5). Where the ratio
+// could not be learned, the floor's prior of 2 priced a key at 5 µs and
+// the reads took 0.08 of a core. An application of 2% of a core that
+// catches up in the held second (half as many commands again, and as
+// much more CPU) makes the reads look a tenth cheaper than they are:
+// learned from that, the ratio was 1.35 and the reads took 0.108 of a
+// core. Its rate of commands gives it away, and the reads keep under
+// their share.
+func TestPacerLearnsUnderASteadyApplication(t *testing.T) {
+	const keyCmds, scan, cost = 2e-6, 1e-6, 4e-6
+	keyCost := func(float64) float64 { return cost }
+	for _, tc := range []struct {
+		name      string
+		load      float64 // the application's, of a core
+		catchUp   float64 // what the held second holds more, of the load
+		low, high float64 // share
+	}{
+		{"steady", 0.03, 0, 0.095, 0.105},
+		{"catching up", 0.02, 0.5, 0.07, 0.102},
+	} {
+		p := newCPUPacer(0.1)
+		base := func(_ int, held bool) float64 {
+			if held {
+				return tc.load * (1 + tc.catchUp)
+			}
+			return tc.load
+		}
+		calls := func(_ int, held bool) float64 {
+			if held {
+				return 1000 * (1 + tc.catchUp)
+			}
+			return 1000
+		}
+		_, share := driveApp(p, 120, keyCost, keyCmds, scan, base, calls)
+		t.Logf("%s: share %.3f, cost %.2f µs, floor %.2f µs, ratio %.2f", tc.name, share, p.cost*1e6, p.lastFloor*1e6, p.floorRatio)
+		if share < tc.low || share > tc.high {
+			t.Errorf("%s: a first read under a light application took %.3f of a core; want %.3f-%.3f (the share is 0.1)", tc.name, share, tc.low, tc.high)
+		}
+	}
+}
+
+// TestPacerFloorReplacesThePrior: under an application whose load the
+// reads do not stand out of, the first measures replace the prior of 8 µs
+// a key too, no lower than the floor: averaged in, the prior paced a
+// first read under a GET every ms for its first 20 s (6.7, 5.8 and 5.2
+// µs a key at its first three updates, where the floor was 4.5-4.7).
+func TestPacerFloorReplacesThePrior(t *testing.T) {
+	const keyCmds, scan, cost = 2e-6, 1e-6, 4e-6
+	p := newCPUPacer(0.1)
+	driveAt(p, 4, func(float64) float64 { return cost }, keyCmds, scan, func(int, bool) float64 { return 0.03 })
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	floor := priorFloorRatio*keyCmds + scan
+	if p.updates == 0 || p.cost < 0.98*floor || p.cost > 1.02*floor {
+		t.Errorf("after %d updates the cost is %.2f µs a key; the floor is %.2f, the prior %.2f", p.updates, p.cost*1e6, floor*1e6, priorCost*1e6)
 	}
 }
 
