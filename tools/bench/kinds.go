@@ -392,10 +392,9 @@ func spliceKinds(path, section string) error {
 
 // The section's own flags, kept here so that main only calls in.
 var (
-	onlySection = flag.String("only", "", `run only this section and splice it into -out, leaving the rest of the file as it is ("kinds")`)
-	kindKeys    = flag.Int("kind-keys", 100000, "keys per kind in the per-kind section (0 skips it)")
-	streamKeys  = flag.Int("kind-stream-keys", 100000, "streams in the per-kind section")
-	kindRuns    = flag.Int("kind-runs", 3, "measured runs per kind; the section gives medians")
+	kindKeys   = flag.Int("kind-keys", 100000, "keys per kind in the per-kind section (0 skips it)")
+	streamKeys = flag.Int("kind-stream-keys", 100000, "streams in the per-kind section")
+	kindRuns   = flag.Int("kind-runs", 3, "measured runs per kind; the section gives medians")
 )
 
 // kindsSection runs the per-kind section and renders it ("" when skipped).
@@ -411,20 +410,4 @@ func kindsSection(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return "\n" + k.markdown(), nil
-}
-
-// runOnly runs the section -only names and splices it into out.
-func runOnly(ctx context.Context, out string) error {
-	if *onlySection != "kinds" {
-		return fmt.Errorf("-only: unknown section %q (known: kinds)", *onlySection)
-	}
-	md, err := kindsSection(ctx)
-	if err != nil || md == "" {
-		return err
-	}
-	if err := spliceKinds(out, strings.TrimPrefix(md, "\n")); err != nil {
-		return err
-	}
-	log.Printf("wrote the kinds section into %s", out)
-	return nil
 }

@@ -124,7 +124,7 @@ func main() {
 		}
 	}
 	if *onlySection != "" {
-		if err := runOnly(context.Background(), o.out); err != nil {
+		if err := runOnly(context.Background(), &o); err != nil {
 			log.Fatal(err)
 		}
 		return
