@@ -42,14 +42,14 @@ func TestSpliceOutside(t *testing.T) {
 	if err := os.WriteFile(path, []byte(full), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := spliceOutside(path, &report{}, machine{}, true); err != nil {
+	if _, err := readOutsideFile(path); err != nil {
 		t.Fatalf("the check refused a full run's file: %v", err)
 	}
 	res := &outsideResult{Sets: 1000000, Rate: 20000, Phase: 60, Ran: true,
 		Alone: outsidePhase{RedisCPU: 0.10, P99: 0.6}, With: outsidePhase{RedisCPU: 0.17, P99: 0.7},
 		Heap: 140e6, RSS: 240e6, FirstHeap: 130e6, FirstRSS: 230e6, FirstRead: 56}
 	m := machine{Started: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC), Load: "1.00 0.50 0.25"}
-	if err := spliceOutside(path, &report{Outside: res}, m, false); err != nil {
+	if err := spliceOutside(path, &report{Outside: res}, m); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -87,11 +87,11 @@ func TestSpliceOutside(t *testing.T) {
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := spliceOutside(p, &report{}, machine{}, true); err == nil {
+		if _, err := readOutsideFile(p); err == nil {
 			t.Errorf("%s: the check took a file that the splice cannot go into", name)
 		}
 	}
-	if err := spliceOutside(filepath.Join(t.TempDir(), "none.md"), &report{}, machine{}, true); err == nil {
+	if _, err := readOutsideFile(filepath.Join(t.TempDir(), "none.md")); err == nil {
 		t.Error("the check took a file that does not exist")
 	}
 }
