@@ -3,10 +3,12 @@ package release
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -70,7 +72,7 @@ func OpenAudit(path string) (*Audit, error) {
 	if path == "" {
 		return nil, fmt.Errorf("no audit file given")
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := openAuditFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("audit file: %w", err)
 	}
@@ -78,6 +80,30 @@ func OpenAudit(path string) (*Audit, error) {
 		return nil, fmt.Errorf("audit file: %w", err)
 	}
 	return &Audit{path: path}, nil
+}
+
+// openAuditFile opens path for appending, creating it, and refuses what
+// would not keep a record. O_NONBLOCK: a named pipe put in the file's
+// place blocked the open, and every release queued behind Append's lock,
+// until something read the pipe; opened without blocking it is refused
+// at once. O_RDWR: appendLine reads the file's last byte.
+func openAuditFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	// A device is written as a file is (/dev/full stands for a full
+	// disk in the tests); a pipe or a socket keeps nothing.
+	if m := fi.Mode(); !m.IsRegular() && m&os.ModeDevice == 0 {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file (mode %s): a record written to it is not kept", path, m.Type())
+	}
+	return f, nil
 }
 
 // Path is the audit file's name.
@@ -92,19 +118,68 @@ func (a *Audit) Append(r *Record) error {
 	b = append(b, '\n')
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	f, err := os.OpenFile(a.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := openAuditFile(a.path)
 	if err != nil {
 		return fmt.Errorf("audit file: %w", err)
 	}
-	_, werr := f.Write(b)
-	serr := f.Sync()
-	cerr := f.Close()
-	for _, err := range []error{werr, serr, cerr} {
-		if err != nil {
-			return fmt.Errorf("audit file: %w", err)
-		}
+	err = appendLine(f, b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("audit file: %w", err)
 	}
 	return nil
+}
+
+// appendLine appends b, one record and its newline, so that every line of
+// a regular file stays one whole record whatever fails. A write or sync
+// that fails is rolled back to the file's size before it: a record cut
+// off by a file size limit was left as it was, the next record was
+// appended onto its end, and a line reader lost both. A file whose last
+// line is cut off all the same (a crash in the write, a roll-back that
+// failed) gets a newline before the record. The file lock keeps the
+// web's and a release command's records from interleaving, and a
+// roll-back from cutting the other's record.
+func appendLine(f *os.File, b []byte) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		if _, err := f.Write(b); err != nil {
+			return err
+		}
+		return f.Sync()
+	}
+	unlock, err := lockFile(f)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if fi, err = f.Stat(); err != nil {
+		return err
+	}
+	size := fi.Size()
+	if size > 0 {
+		last := []byte{0}
+		if _, err := f.ReadAt(last, size-1); err != nil {
+			return err
+		}
+		if last[0] != '\n' {
+			b = append([]byte{'\n'}, b...)
+		}
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		if terr := f.Truncate(size); terr != nil {
+			return errors.Join(err, fmt.Errorf("the cut-off record stays: %w", terr))
+		}
+	}
+	return err
 }
 
 // Ids in the audit (users, keys, members, tokens, values) are bytes, and
