@@ -53,7 +53,7 @@ type Item struct {
 	NewValue string `json:"new_value,omitempty"`
 	Now      string `json:"now,omitempty"`
 	// Outcome: would_remove, would_set (preview); removed, kept_moved,
-	// gone, set, changed (release).
+	// gone, set, changed, unanswered (release).
 	Outcome string `json:"outcome"`
 }
 

@@ -57,8 +57,8 @@ func TestAuditFailsAtEveryPoint(t *testing.T) {
 		restore = toDevFull(t, f.audit)
 		out, err := f.rel.Execute(ctx, p, confirm("disk full"))
 		restore()
-		if err == nil || out.Result != ResultFailed || !strings.Contains(err.Error(), "nothing was written to Redis") {
-			t.Errorf("release: %v, %+v", err, out)
+		if err == nil || out.Result != ResultFailed || out.Audited || !strings.Contains(err.Error(), "nothing was written to Redis") {
+			t.Errorf("release: %v, %+v; want failed, not audited", err, out)
 		}
 		if n := f.admin.ZCard(ctx, key).Val(); n != 2 {
 			t.Errorf("%d members left, want 2: a release went through unaudited", n)
@@ -75,8 +75,8 @@ func TestAuditFailsAtEveryPoint(t *testing.T) {
 		restore := toDevFull(t, f.audit)
 		out, err := f.rel.Execute(ctx, p, confirm("disk full"))
 		restore()
-		if err == nil || out.Result != ResultFailed || out.Removed != 0 || !strings.Contains(err.Error(), "intent record") {
-			t.Errorf("release: %v, %+v; want failed, nothing removed", err, out)
+		if err == nil || out.Result != ResultFailed || out.Removed != 0 || out.Audited || !strings.Contains(err.Error(), "intent record") {
+			t.Errorf("release: %v, %+v; want failed, nothing removed, not audited", err, out)
 		}
 		if n := f.admin.ZCard(ctx, key).Val(); n != 2 {
 			t.Errorf("%d members left, want 2: a release went through unaudited", n)
@@ -99,7 +99,7 @@ func TestAuditFailsAtEveryPoint(t *testing.T) {
 		f.rel.beforeOutcome = func() { restore = toDevFull(t, f.audit) }
 		out, err := f.rel.Execute(ctx, p, confirm("disk fills mid-release"))
 		restore()
-		if !errors.Is(err, ErrUnaudited) || out.Result != ResultReleased || out.Removed != 2 {
+		if !errors.Is(err, ErrUnaudited) || out.Result != ResultReleased || out.Removed != 2 || out.Audited {
 			t.Fatalf("release: %v, %+v; want released (2 removed), ErrUnaudited", err, out)
 		}
 		if n := f.admin.ZCard(ctx, key).Val(); n != 0 {

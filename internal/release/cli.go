@@ -98,11 +98,18 @@ func RunCLI(ctx context.Context, a CLIArgs, stdout, stderr io.Writer, logger *sl
 		fmt.Fprintln(stdout, line)
 	}
 	audited := "audited in " + rel.AuditFile()
-	if errors.Is(err, ErrUnaudited) {
+	switch {
+	case errors.Is(err, ErrUnaudited):
 		audited = "NOT audited: the outcome record could not be written; the intent record in " + rel.AuditFile() + " and the log say what was attempted"
+	case !out.Audited:
+		audited = "NOT audited: " + rel.AuditFile() + " cannot take records; the log has this one"
 	}
-	fmt.Fprintf(stdout, "%s: %d removed or set, %d kept (changed since the preview), %d already gone; %s\n",
-		out.Result, out.Removed, out.Kept, out.Gone, audited)
+	unanswered := ""
+	if out.Unanswered > 0 {
+		unanswered = fmt.Sprintf(", %d sent without an answer (they may have been removed or set: preview again to see)", out.Unanswered)
+	}
+	fmt.Fprintf(stdout, "%s: %d removed or set, %d kept (changed since the preview), %d already gone%s; %s\n",
+		out.Result, out.Removed, out.Kept, out.Gone, unanswered, audited)
 	if err != nil {
 		verb := "failed"
 		switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/redis/go-redis/v9"
 
@@ -28,8 +29,12 @@ type Outcome struct {
 	Plan   *Plan
 	Items  []Item
 	Result string
-	// Removed, Kept and Gone count members, tokens or values.
-	Removed, Kept, Gone int
+	// Removed, Kept and Gone count members, tokens or values;
+	// Unanswered, those sent without an answer, which may have been
+	// carried out.
+	Removed, Kept, Gone, Unanswered int
+	// Audited: the outcome record is in the audit file.
+	Audited bool
 }
 
 // ErrUnaudited wraps the failure to write a release's outcome record
@@ -88,7 +93,9 @@ func (r *Releaser) Execute(ctx context.Context, p *Plan, c Confirm) (*Outcome, e
 	if r.beforeOutcome != nil {
 		r.beforeOutcome()
 	}
-	if aerr := r.record(rec); aerr != nil {
+	aerr := r.record(rec)
+	o.Audited = aerr == nil
+	if aerr != nil {
 		if !ran {
 			// Nothing was done: the failure to audit is the answer.
 			o.Result = ResultFailed
@@ -114,6 +121,10 @@ func (r *Releaser) check(p *Plan, c Confirm) (redis.Cmdable, error) {
 		return nil, refused("a reason is required")
 	case p.Refusal != "":
 		return nil, refused("%s", p.Refusal)
+	case (p.Kind == config.KindCounter || p.Kind == config.KindRateLimit) && c.NewValue < 0:
+		// A limiter that counts holders or calls lets in as many more
+		// as the value is below 0.
+		return nil, refused("the new value %d is below 0", c.NewValue)
 	}
 	cfg, topo, err := r.current()
 	if err != nil {
@@ -138,8 +149,31 @@ func (r *Releaser) execute(ctx context.Context, rc redis.Cmdable, p *Plan, c Con
 			err = setValue(ctx, rc, &k, c.NewValue, o)
 		}
 		if err != nil {
-			return fmt.Errorf("releasing %q: %w", k.Key, err)
+			err = fmt.Errorf("releasing %q: %w", k.Key, err)
+			if o.Unanswered > 0 {
+				err = fmt.Errorf("%w; Redis did not answer for %d item(s), which may have been released: preview again to see", err, o.Unanswered)
+			}
+			return err
 		}
 	}
 	return nil
+}
+
+// unanswered records items sent in a script call that failed with err.
+// When the failure is not Redis's own answer (an error reply) nor a
+// connection never made, the script may have run: a release whose answer
+// was lost to a timeout said "failed, 0 removed" while Redis removed
+// both members. Those items are recorded as Unanswered; err is returned.
+func (o *Outcome) unanswered(err error, items ...Item) error {
+	var reply redis.Error
+	var op *net.OpError
+	if errors.As(err, &reply) || errors.Is(err, redis.ErrPoolTimeout) || (errors.As(err, &op) && op.Op == "dial") {
+		return err
+	}
+	for _, it := range items {
+		it.Outcome = Unanswered
+		o.Items = append(o.Items, it)
+		o.Unanswered++
+	}
+	return err
 }

@@ -57,6 +57,9 @@ const (
 	Gone        = "gone"
 	Set         = "set"
 	Changed     = "changed"
+	// Unanswered: sent, but Redis's answer never came (a timeout, a
+	// dropped connection): the script may have run.
+	Unanswered = "unanswered"
 )
 
 // Releasable reports whether a kind's keys can be released, and if not,

@@ -67,8 +67,8 @@ func TestSlotSetRelease(t *testing.T) {
 	if !slices.Equal(left, []string{"live", "revive"}) {
 		t.Errorf("left in Redis: %v, want [live revive]", left)
 	}
-	if out.Result != ResultReleased || out.Removed != 3 || out.Kept != 1 || out.Gone != 0 {
-		t.Errorf("outcome %s: removed %d kept %d gone %d, want released 3 1 0", out.Result, out.Removed, out.Kept, out.Gone)
+	if out.Result != ResultReleased || out.Removed != 3 || out.Kept != 1 || out.Gone != 0 || !out.Audited {
+		t.Errorf("outcome %s: removed %d kept %d gone %d, audited %v; want released 3 1 0, audited", out.Result, out.Removed, out.Kept, out.Gone, out.Audited)
 	}
 
 	recs := f.records(t)
@@ -214,6 +214,15 @@ func TestCounterCompareAndSet(t *testing.T) {
 	}
 	if v := f.admin.Get(ctx, "legacy:u1").Val(); v != "2" {
 		t.Errorf("counter %s, want 2", v)
+	}
+	// Below 0, a limiter that counts holders lets in as many more.
+	p, _ = f.rel.Preview(ctx, req("legacy", "u1"))
+	c.NewValue = -100
+	if out, err := f.rel.Execute(ctx, p, c); !errors.Is(err, ErrRefused) || out.Result != ResultRefused || !strings.Contains(err.Error(), "the new value -100 is below 0") {
+		t.Errorf("a new value of -100: %v (%s), want refused as below 0", err, out.Result)
+	}
+	if v := f.admin.Get(ctx, "legacy:u1").Val(); v != "2" {
+		t.Errorf("counter %s after a refused release, want 2", v)
 	}
 
 	f.admin.Set(ctx, "rl:api:u1", "150", time.Minute)

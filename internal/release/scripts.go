@@ -35,7 +35,11 @@ func releaseMembers(ctx context.Context, c redis.Cmdable, k *PlanKey, o *Outcome
 		}
 		res, err := membersScript.Run(ctx, c, []string{k.Key}, args...).Slice()
 		if err != nil {
-			return err
+			items := make([]Item, len(batch))
+			for i := range batch {
+				items[i] = memberItem(k.Key, &batch[i])
+			}
+			return o.unanswered(err, items...)
 		}
 		if len(res) != 2*len(batch) {
 			return fmt.Errorf("the members script answered %d values for %d members", len(res), len(batch))
@@ -65,7 +69,7 @@ func releaseLock(ctx context.Context, c redis.Cmdable, k *PlanKey, o *Outcome) e
 	for _, m := range k.Remove {
 		res, err := lockScript.Run(ctx, c, []string{k.Key}, m.Member).Slice()
 		if err != nil {
-			return err
+			return o.unanswered(err, memberItem(k.Key, &m))
 		}
 		o.settle(memberItem(k.Key, &m), res, Removed)
 	}
@@ -76,7 +80,7 @@ func setValue(ctx context.Context, c redis.Cmdable, k *PlanKey, v int64, o *Outc
 	nv := strconv.FormatInt(v, 10)
 	res, err := valueScript.Run(ctx, c, []string{k.Key}, k.Value, nv).Slice()
 	if err != nil {
-		return err
+		return o.unanswered(err, Item{Key: k.Key, Value: k.Value, NewValue: nv})
 	}
 	o.settle(Item{Key: k.Key, Value: k.Value, NewValue: nv}, res, Set)
 	return nil

@@ -133,6 +133,8 @@ func (h *Handler) preview(w http.ResponseWriter, r *http.Request) {
 type resultPage struct {
 	Family, User, Result, Summary, Reason, UserLink string
 	Items                                           []resultItem
+	// Audited: the attempt's outcome record is in the audit file.
+	Audited bool
 }
 
 type resultItem struct {
@@ -191,7 +193,7 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusForbidden, "release refused: "+err.Error(), back)
 		return
 	}
-	page := resultPage{Family: fam, User: shown(user), Result: out.Result, Reason: reason, UserLink: userLink(fam, user)}
+	page := resultPage{Family: fam, User: shown(user), Result: out.Result, Reason: reason, UserLink: userLink(fam, user), Audited: out.Audited}
 	for _, it := range out.Items {
 		item := it.Member
 		if item == "" {
@@ -201,6 +203,9 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
 	}
 	status := http.StatusOK
 	page.Summary = fmt.Sprintf("%d removed or set, %d kept because they changed since the preview, %d already gone.", out.Removed, out.Kept, out.Gone)
+	if out.Unanswered > 0 {
+		page.Summary += fmt.Sprintf(" %d sent without an answer from Redis: they may have been removed or set; preview again to see.", out.Unanswered)
+	}
 	switch {
 	case err != nil && out.Result == release.ResultReleased:
 		// The scripts ran; only the outcome record is missing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -81,8 +82,9 @@ func TestReleaseRefusals(t *testing.T) {
 	}
 
 	good := url.Values{"plan": {plan}, "csrf": {csrf}, "reason": {"dead holders"}}
-	if got := post(webtest.Alice, webtest.AlicePass, good); got != http.StatusOK {
-		t.Fatalf("the real release: %d", got)
+	if got, _, body := e.Do(http.MethodPost, "/leaks/streams/u1/release", webtest.Alice, webtest.AlicePass, good); got != http.StatusOK ||
+		!strings.Contains(body, "Recorded in the audit file with the reason") {
+		t.Fatalf("the real release: %d\n%s", got, body)
 	}
 	if got := post(webtest.Alice, webtest.AlicePass, good); got != http.StatusConflict {
 		t.Errorf("the same preview confirmed twice: %d, want 409", got)
@@ -111,6 +113,28 @@ func TestReleaseRefusals(t *testing.T) {
 	}
 	if c := e.Rel.Counts(); c["refused"] != 7 || c["released"] != 1 || c["previewed"] != 1 {
 		t.Errorf("counts %v", c)
+	}
+
+	// An audit file that cannot take records: nothing is released, and
+	// the page does not say it was recorded.
+	e.SeedLeaky("u2")
+	_, page = e.Get("/leaks/streams/u2/preview")
+	form := url.Values{"plan": {webtest.FormValue(page, "plan")}, "csrf": {webtest.FormValue(page, "csrf")}, "reason": {"disk gone"}}
+	if err := os.Rename(e.Audit, e.Audit+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(e.Audit, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body := e.Do(http.MethodPost, "/leaks/streams/u2/release", webtest.Alice, webtest.AlicePass, form)
+	if code != http.StatusBadGateway || strings.Contains(body, "Recorded in the audit file") || !strings.Contains(body, "Not recorded in the audit file") {
+		t.Errorf("a release with the audit file a directory: %d, want 502 saying it is not recorded:\n%s", code, body)
+	}
+	if err := os.Remove(e.Audit); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(e.Audit+".aside", e.Audit); err != nil {
+		t.Fatal(err)
 	}
 
 	// Operators removed from the web config while running: the toolkit
