@@ -202,7 +202,7 @@ func (h *Handler) family(w http.ResponseWriter, r *http.Request) (*config.Family
 			}
 		}
 	}
-	h.fail(w, http.StatusNotFound, fmt.Sprintf("no family %q in the config", shown(name)), "/leaks")
+	h.fail(w, http.StatusNotFound, fmt.Sprintf("no family %q in the config", name), "/leaks")
 	return nil, false
 }
 

@@ -81,10 +81,14 @@ func (h *Handler) preview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page := previewPage{
-		Family: f.Name, User: shown(user), Operator: shown(op), Now: timeOfMs(plan.Now),
+		Family: f.Name, User: shown(user), Operator: shown(op),
 		Refusal: plan.Refusal, IncludeLive: plan.IncludeLive, MaxReason: maxReason,
 		Action:   userLink(f.Name, user) + "/release",
 		UserLink: userLink(f.Name, user), ItemName: "Member",
+	}
+	if plan.Now != 0 {
+		// A kind that is not released is not read: no time to show.
+		page.Now = timeOfMs(plan.Now)
 	}
 	page.LiveLink = userLink(f.Name, user) + "/preview?live=1"
 	page.DefaultLink = userLink(f.Name, user) + "/preview"

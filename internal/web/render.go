@@ -108,7 +108,18 @@ func shown(s string) string {
 
 // userLink is the path of a user's page; every part is escaped.
 func userLink(family, user string) string {
-	return "/leaks/" + url.PathEscape(family) + "/" + url.PathEscape(user)
+	return "/leaks/" + pathPart(family) + "/" + pathPart(user)
+}
+
+// pathPart escapes one part of a path. A part that is "." or ".." is
+// written as %2E each: a browser resolves them as they are (a user ".."
+// linked to /leaks/), and the server's router takes the escaped form as
+// the name.
+func pathPart(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
 }
 
 // fmtDuration writes a duration for a person: milliseconds under a

@@ -314,8 +314,9 @@ func TestOtherKinds(t *testing.T) {
 // TestHostileUserIDs: ids that are markup, quotes, invalid UTF-8, or hold
 // a slash: escaped everywhere, and every link leads to the user.
 func TestHostileUserIDs(t *testing.T) {
-	e := webtest.New(t, webtest.Options{Release: true})
-	hostile := []string{`<script>alert(1)</script>`, `"quoted' & <b>`, "\xff\xfe\x00bad", "a/b", "pct%2F%zz"}
+	// Two live reads a user and one more: beyond the default burst.
+	e := webtest.New(t, webtest.Options{Release: true, LiveBurst: 100})
+	hostile := []string{`<script>alert(1)</script>`, `"quoted' & <b>`, "\xff\xfe\x00bad", "a/b", "pct%2F%zz", ".", ".."}
 	for _, u := range hostile {
 		e.SeedLeaky(u)
 	}
@@ -345,5 +346,13 @@ func TestHostileUserIDs(t *testing.T) {
 		if code != 200 || !strings.Contains(page, `name="csrf"`) {
 			t.Errorf("%s/preview: %d", path, code)
 		}
+	}
+	// A family name that is not UTF-8 is named once quoted.
+	if code, page := e.Get("/leaks/%ff/u1"); code != http.StatusNotFound || !strings.Contains(page, `no family &#34;\xff&#34; in the config`) {
+		t.Errorf("/leaks/%%ff/u1: %d, want 404 naming the family \"\\xff\":\n%s", code, page)
+	}
+	// A kind that is not released is not read: no time of a read.
+	if code, page := e.Get("/leaks/mail/u1/preview"); code != 200 || !strings.Contains(page, "<dt>Read at</dt><dd>not read</dd>") {
+		t.Errorf("the preview of a queue family: %d, want it to say it read nothing:\n%s", code, page)
 	}
 }
