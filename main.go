@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if err == nil {
 			// The files the connection layer reads, with its errors.
-			err = redisconn.Check(&cfg.Redis)
+			err = src.overrides.NameEnv(redisconn.Check(&cfg.Redis))
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", src.name(), err)

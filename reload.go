@@ -77,6 +77,7 @@ func (e *exporter) reload() error {
 		client = e.client
 		if e.cfg == nil || !reflect.DeepEqual(e.cfg.Redis, cfg.Redis) {
 			client, err = redisconn.New(&cfg.Redis)
+			err = e.overrides.NameEnv(err)
 		}
 	}
 	old := e.sweeper.Load()

@@ -197,6 +197,23 @@ func TestBadFamilyFlag(t *testing.T) {
 	}
 }
 
+// TestPasswordFileFromEnvNamed: a password file that cannot be read is
+// named by the variable that gave it, at the check and at start, as the
+// variables' other errors are: "redis.password_file" sent the person who
+// set REDIS_PASSWORD_FILE looking for a config file.
+func TestPasswordFileFromEnvNamed(t *testing.T) {
+	noEnv(t)
+	t.Setenv("REDIS_ADDR", "127.0.0.1:1")
+	t.Setenv("REDIS_PASSWORD_FILE", filepath.Join(t.TempDir(), "missing"))
+	const want = "REDIS_PASSWORD_FILE: open "
+	if code, _, errs := runOnce(t, "--config.check", "--family", "x=lock:lock:*"); code != 1 || !strings.Contains(errs, want) {
+		t.Errorf("--config.check: exit %d, stderr %q; want it to contain %q", code, errs, want)
+	}
+	if code, _, errs := runOnce(t, "--web.listen-address=127.0.0.1:0", "--family", "x=lock:lock:*"); code != 1 || !strings.Contains(errs, want) {
+		t.Errorf("start: exit %d, stderr %q; want it to contain %q", code, errs, want)
+	}
+}
+
 // TestPortTakenSaysOnlyThat: a port already in use is the one thing a
 // failed start reports: no sweep starts, so no warning about Redis follows
 // it on the way out.

@@ -214,15 +214,19 @@ func parseWith(b []byte, dir string, o Overrides) (*Config, error) {
 		err = fmt.Errorf("%w (set REDIS_ADDR)", err)
 	}
 	if err != nil {
-		err = o.nameEnv(err)
+		err = o.NameEnv(err)
 	}
 	return c, err
 }
 
-// nameEnv names the environment variable an error about a redis field
+// NameEnv names the environment variable an error about a redis field
 // came from: "redis.addr: passwords are not accepted in the config file"
-// sent the person who set REDIS_ADDR looking for a file.
-func (o Overrides) nameEnv(err error) error {
+// sent the person who set REDIS_ADDR looking for a file. The connection
+// layer's errors (a password file it cannot read) go through it too.
+func (o Overrides) NameEnv(err error) error {
+	if err == nil {
+		return nil
+	}
 	for _, e := range []struct{ field, env, value string }{
 		{"redis.addr", "REDIS_ADDR", o.Addr},
 		{"redis.username", "REDIS_USER", o.Username},
