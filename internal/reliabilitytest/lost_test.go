@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/redisinfo"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
 
@@ -339,4 +341,42 @@ func TestFlushOfAnotherDatabaseReadsWhatChanged(t *testing.T) {
 		t.Errorf("a sweep after one write read %v keys", n)
 	}
 	exportertest.Expect(t, e.metrics(), map[string]float64{lostS: 2 * users, releasedS: 2, liveS: 2})
+}
+
+// TestEvictionsAreWarned: keys that maxmemory evicts vanish without a
+// word from Redis about which they were (docs/design.md: they end as
+// released), so the sweep after them warns once, naming how many, and a
+// Redis that goes on evicting is not warned of every sweep.
+func TestEvictionsAreWarned(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	cache := srv.ClientOf(5)
+	e := nineteenHolds(t, srv, admin)
+	evict := func() int64 {
+		t.Helper()
+		exportertest.Must(t, admin.ConfigSet(ctx, "maxmemory-policy", "allkeys-random").Err())
+		exportertest.Must(t, admin.ConfigSet(ctx, "maxmemory", "1").Err())
+		// The write makes Redis evict everything it can, then refuses.
+		_ = cache.Set(ctx, "page:/", "<html>", 0).Err()
+		exportertest.Must(t, admin.ConfigSet(ctx, "maxmemory", "0").Err())
+		info, err := admin.Info(ctx, "stats").Result()
+		exportertest.Must(t, err)
+		n, _ := strconv.ParseInt(redisinfo.Field(info, "evicted_keys"), 10, 64)
+		return n
+	}
+	if n := evict(); n < 10 {
+		t.Fatalf("Redis evicted %d keys, want the ten slot sets", n)
+	}
+	e.sweep()
+	w := e.records(slog.LevelWarn, "Redis evicted keys")
+	if len(w) != 1 || w[0].Attrs["evicted_keys"] != "10" {
+		t.Errorf("want one warning naming 10 evicted keys, got %+v", w)
+	}
+	seedHolds(t, admin, "v", 2, 1, exportertest.RedisTime(t, admin)+115_000)
+	e.sweep()
+	evict()
+	e.sweep()
+	if w := e.records(slog.LevelWarn, "Redis evicted keys"); len(w) != 0 {
+		t.Errorf("warned again within %v: %+v", 10*time.Minute, w)
+	}
 }

@@ -3,6 +3,7 @@ package sweep
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/topology"
@@ -20,7 +21,12 @@ import (
 //
 // What it cannot tell apart: a failover inside a cluster shard keeps the
 // data and is not a loss; keys deleted one by one (DEL, UNLINK) by a
-// cleanup job are releases, as far as Redis can say.
+// cleanup job are releases, as far as Redis can say. So are keys that
+// maxmemory evicted: INFO counts evictions but does not name the keys,
+// and a Redis that also caches evicts its cache's keys all day, while the
+// keys of a slot set vanish by the thousand when their last slot is
+// released. Counting a sweep's ends as lost whenever Redis evicted would
+// count those releases lost; the check warns instead (evictions).
 type lostWatch struct {
 	nodes map[string]topology.Identity // by node address
 	// suspect is set when data may have vanished, and cleared by the next
@@ -45,6 +51,8 @@ type lostWatch struct {
 	// blind: the last check could not read some node's INFO.
 	blind  bool
 	warned bool
+	// evictionsWarned is when the last warning of evictions was logged.
+	evictionsWarned time.Time
 	// movedFrom are the identities of the servers read before a reload
 	// that changed the address (not the database): if the first sweep
 	// after it finds the same servers (a host-name alias, another Sentinel
@@ -76,6 +84,7 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 	l.movedFrom = nil
 	sameServers := moved != nil
 	l.blind = false
+	var evicted int64
 	for _, n := range nodes {
 		id, err := topology.Identify(ctx, n.C)
 		if err != nil || id.RunID == "" {
@@ -92,6 +101,9 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 			// CONFIG RESETSTAT zeroes the counts: a flush after it may
 			// leave the count where it was, but not at 0.
 			reset := id.Commands < prev.Commands
+			if prev.RunID == id.RunID && !reset && id.Evictions > prev.Evictions {
+				evicted += id.Evictions - prev.Evictions
+			}
 			switch {
 			case goneSince(prev, id):
 				l.vanish(false)
@@ -112,7 +124,24 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 	if sameServers {
 		l.suspect = false
 	}
+	l.evictions(evicted, log)
 	return vanished
+}
+
+// evictionsWarnEvery spaces the warnings of a Redis that keeps evicting.
+const evictionsWarnEvery = 10 * time.Minute
+
+// evictions warns that Redis evicted keys since the last check: the
+// family's own may be among them, and their holds then end as released
+// (see lostWatch). A hold that vanished with its data is the incident
+// this exporter exists to show, and nothing else would say it.
+func (l *lostWatch) evictions(n int64, log *slog.Logger) {
+	if n == 0 || time.Since(l.evictionsWarned) < evictionsWarnEvery {
+		return
+	}
+	l.evictionsWarned = time.Now()
+	log.Warn("Redis evicted keys since the last sweep (maxmemory): any of this family's keys among them ended their holds as released, since Redis does not say which keys it evicted; keep these structures where maxmemory-policy is noeviction",
+		"evicted_keys", n)
 }
 
 // recheck reads the servers' identities again once a sweep has read its

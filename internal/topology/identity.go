@@ -25,6 +25,8 @@ type Identity struct {
 	// with the flush counts; it never goes down otherwise, so a drop
 	// says that the counts restarted from 0.
 	Commands int64
+	// Evictions is evicted_keys: keys maxmemory made Redis delete.
+	Evictions int64
 }
 
 // Identify reads a server's identity in one round trip (INFO server,
@@ -48,6 +50,7 @@ func Identify(ctx context.Context, c redis.Cmdable) (Identity, error) {
 	}
 	if st, err := stats.Result(); err == nil {
 		id.Commands, _ = strconv.ParseInt(redisinfo.Field(st, "total_commands_processed"), 10, 64)
+		id.Evictions, _ = strconv.ParseInt(redisinfo.Field(st, "evicted_keys"), 10, 64)
 	}
 	return id, nil
 }
