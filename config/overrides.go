@@ -84,12 +84,19 @@ func ParseFamilyFlag(v string) (map[string]any, error) {
 		}
 		f["match"], opts = opts[0], opts[1:]
 	}
+	seen := map[string]bool{}
 	set := func(opts []string, given bool) error {
 		for _, o := range opts {
 			key, val, ok := strings.Cut(o, "=")
 			if !ok || !fieldName.MatchString(key) {
 				return fmt.Errorf("--family %q: %q is not field=value (a value cannot hold a comma: give such a family in the config file)", v, o)
 			}
+			// As the file refuses a field defined twice: the last one
+			// won without a word.
+			if given && key != "queues" && seen[key] {
+				return fmt.Errorf("--family %q: %s given twice", v, key)
+			}
+			seen[key] = given
 			if given && (key == "name" || key == "kind" || key == "match") {
 				return fmt.Errorf("--family %q: %s is given by name=kind:pattern", v, key)
 			}

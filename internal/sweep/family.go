@@ -149,9 +149,15 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 				"attempts", g.attempts, "read_for", end.Sub(g.began), "sampling_period", st.period)
 		}
 	}
-	if dur > f.sampling.Interval {
+	if dur <= f.sampling.Interval {
+		st.overrunsInARow = 0
+	} else {
 		st.overruns++
-		if !continued {
+		st.overrunsInARow++
+		// One line for the first overrun, then one each time the run
+		// doubles, as for failures: an interval shorter than a sweep
+		// logged a line every sweep (303 in 6 s at 1ns).
+		if n := st.overrunsInARow; !continued && n&(n-1) == 0 {
 			// Blamed on what held the reads up: the budget when they
 			// waited for it most of the time, else Redis (DEBUG SLEEP 5
 			// was blamed on the budget ten times over).
@@ -160,7 +166,7 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 				hint = "Redis answered slowly (blocked by a slow command, loading, busy) or there are more keys than an interval reads; the reads waited little for the read budget"
 			}
 			f.log().Warn("sweep overran sampling.interval", "duration", dur, "interval", f.sampling.Interval,
-				"waited_for_budget", st.waited.Round(time.Millisecond), "hint", hint)
+				"waited_for_budget", st.waited.Round(time.Millisecond), "overruns_in_a_row", n, "hint", hint)
 		}
 	}
 	fs := f.emptySnapshot(st.period)

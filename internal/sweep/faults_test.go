@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"testing"
@@ -419,6 +420,24 @@ return 1`
 			t.Errorf("a sweep held up by Redis blames something else: %s", line)
 		}
 	})
+}
+
+// TestOverrunsLoggedAsTheyDouble: an interval shorter than every sweep
+// logs the first overrun and then one each time the run doubles, not a
+// line a sweep.
+func TestOverrunsLoggedAsTheyDouble(t *testing.T) {
+	srv := redistest.Start(t)
+	seedSets(t, srv.Client(), 100, 1, float64(time.Now().Add(115*time.Second).UnixMilli()))
+	// 100 keys at 200 a second: half a second a sweep, five intervals.
+	h, logs := newFaultHarness(t, faultConfig(srv.Addr, 100*time.Millisecond, 30*time.Second, 100, "max_keys_per_second: 200", "track_changes: false"))
+	overruns := func() uint64 { return h.Sweeper.Snapshot().Families[0].Overruns }
+	h.Sweeper.Start()
+	exportertest.WaitFor(t, 2*time.Minute, "five overruns", func() bool { return overruns() >= 5 })
+	h.Sweeper.Stop()
+	n, lines := overruns(), len(logs.Lines("sweep overran"))
+	if lines < 1 || lines > bits.Len64(n) {
+		t.Errorf("%d overruns logged %d lines, want 1 to %d (the first, then as the run doubles)", n, lines, bits.Len64(n))
+	}
 }
 
 // TestSparseFamilyCutOffIsNoFailure: a family with none of its keys yet,

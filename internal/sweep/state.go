@@ -33,8 +33,10 @@ type state struct {
 
 	sweepErrors uint64
 	overruns    uint64
-	keysScanned uint64
-	skipped     [redisread.NumSkipReasons]uint64
+	// overrunsInARow counts the sweeps in a row that overran.
+	overrunsInARow int
+	keysScanned    uint64
+	skipped        [redisread.NumSkipReasons]uint64
 	// unwatched: a reload changed the match, and the next sweep that ends
 	// holds ends those of keys left out uncounted (kind.Sweep.Unwatched).
 	unwatched bool
