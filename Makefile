@@ -111,6 +111,7 @@ bench: deps-bench
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./config
+	$(GO) test -run '^$$' -fuzz FuzzJSONScanMatchesWhole -fuzztime 60s ./internal/kind
 
 soak: deps
 	$(GO) run ./tools/soak -out SOAK.md

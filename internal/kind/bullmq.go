@@ -143,13 +143,14 @@ func (b *bullReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 			q.skip = true
 			continue
 		}
+		// Each key is judged once, by the first error of the commands
+		// that read it: a bad key counts once in keys_skipped_total.
 		counts := []struct {
 			cmd   *redis.IntCmd
 			key   string
 			state JobState
 		}{
 			{q.wait, "wait", JobWaiting}, {q.paused, "paused", JobWaiting}, {q.prioritized, "prioritized", JobWaiting},
-			{q.delayed, "delayed", JobScheduled},
 		}
 		for _, p := range counts {
 			ok, err := partJudge(r, q.fr, q.base+p.key, p.cmd.Err())
@@ -160,21 +161,17 @@ func (b *bullReads) Read(ctx context.Context, c redis.Cmdable, keys []string, re
 				q.q.Jobs[p.state] += p.cmd.Val()
 			}
 		}
-		if ok, err := partJudge(r, q.fr, q.base+"delayed", q.overdue.Err()); err != nil {
+		if ok, err := partJudge(r, q.fr, q.base+"delayed", firstErr(q.delayed.Err(), q.overdue.Err())); err != nil {
 			return err
 		} else if ok {
 			q.q.Jobs[JobOverdue] = q.overdue.Val()
-			q.q.Jobs[JobScheduled] -= q.overdue.Val()
+			q.q.Jobs[JobScheduled] = q.delayed.Val() - q.overdue.Val()
 		}
 		var active int64
-		if ok, err := partJudge(r, q.fr, q.base+"active", q.active.Err()); err != nil {
+		if ok, err := partJudge(r, q.fr, q.base+"active", firstErr(q.active.Err(), q.activeIDs.Err())); err != nil {
 			return err
 		} else if ok {
 			active = q.active.Val()
-		}
-		if ok, err := partJudge(r, q.fr, q.base+"active", q.activeIDs.Err()); err != nil {
-			return err
-		} else if ok {
 			q.ids = q.activeIDs.Val()
 		}
 		// Active jobs not read are counted active: the ids read are

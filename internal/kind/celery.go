@@ -45,7 +45,9 @@ import (
 // missing, or a message that is not the JSON kombu writes, is skipped and
 // counted as bad_value.
 func init() {
-	registerFramework(config.KindCelery, func() frameworkLayout { return &celeryLayout{heads: map[string]celeryHead{}} })
+	registerFramework(config.KindCelery, func() frameworkLayout {
+		return &celeryLayout{heads: map[string]celeryHead{}, stream: newStreamReader()}
+	})
 }
 
 const (
@@ -59,8 +61,9 @@ type celeryLayout struct {
 	visibility int64 // ms
 	watches    func(string) bool
 
-	mu    sync.Mutex
-	heads map[string]celeryHead // by queue: its next message, and since when
+	mu     sync.Mutex
+	heads  map[string]celeryHead // by queue: its next message, and since when
+	stream *streamReader
 }
 
 type celeryHead struct {
@@ -124,9 +127,14 @@ type celeryReads struct {
 }
 
 type celeryQueue struct {
-	q     QueueJobs
-	lens  []*redis.IntCmd
-	heads []*redis.StringCmd
+	q    QueueJobs
+	lens []*redis.IntCmd
+	// heads are the xxhash of each priority list's next message, hashed
+	// as it streams: a message is as large as its task's arguments.
+	heads [4]struct {
+		hash uint64
+		ok   bool
+	}
 }
 
 func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string, reads []redisread.KeyRead) error {
@@ -184,7 +192,6 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 			q := &celeryQueue{q: NewQueueJobs(name)}
 			for _, p := range celeryPriorities {
 				q.lens = append(q.lens, pipe.LLen(ctx, name+p))
-				q.heads = append(q.heads, pipe.LIndex(ctx, name+p, -1))
 			}
 			queues[name] = q
 			fr.Queues = append(fr.Queues, QueueJobs{Queue: name}) // filled below
@@ -210,19 +217,32 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 	}
 	_, _ = pipe.Exec(ctx)
 
+	var heads []*streamedRead
+	d := xxhash.New()
 	for name, q := range queues {
-		var head uint64
-		haveHead := false
 		for j := range q.lens {
 			key := name + celeryPriorities[j]
 			if ok, err := partJudge(&reads[0], ownerOr(owner), key, q.lens[j].Err()); err != nil {
 				return err
-			} else if ok {
+			} else if ok && q.lens[j].Val() > 0 {
 				q.q.Jobs[JobWaiting] += q.lens[j].Val()
+				head := &q.heads[j]
+				// Its error, if any, is the list's, judged above.
+				heads = append(heads, streamLIndex(key, -1, d, func() { head.hash, head.ok = d.Sum64(), true }))
 			}
-			if v, err := q.heads[j].Result(); err == nil && !haveHead {
+		}
+	}
+	if err := c.l.stream.read(ctx, cl, heads); err != nil {
+		return err
+	}
+	for name, q := range queues {
+		var head uint64
+		haveHead := false
+		for _, h := range q.heads {
+			if h.ok {
 				// The highest priority's next message is the next one.
-				head, haveHead = xxhash.Sum64String(v), true
+				head, haveHead = h.hash, true
+				break
 			}
 		}
 		q.q.Waited(c.l.headSince(name, head, haveHead, c.now))

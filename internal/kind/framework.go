@@ -218,6 +218,11 @@ func (t *framework) Apply(sw *Sweep, k Key) {
 		// A shared key (celery's unacked) holds many pieces: each is
 		// logged once.
 		id := b.Key + "\x00" + b.Detail
+		if _, counted := t.badNow[id]; counted {
+			// Found twice in one sweep (a celery queue bound in two
+			// batches' binding keys): one bad piece, counted once.
+			continue
+		}
 		if _, again := t.vanishedPrev[id]; b.Vanished && !again {
 			if _, bad := t.badSeen[id]; !bad {
 				t.vanishedNow[id] = struct{}{}

@@ -39,6 +39,18 @@ func partJudge(r *redisread.KeyRead, fr *FrameworkRead, key string, err error) (
 	return false, nil
 }
 
+// firstErr is the first error of the commands that read one key, which
+// partJudge judges once: a key of the wrong type is one bad key, however
+// many commands found it so.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // hashInt is a job hash field as an integer; -1 when absent or not a
 // number.
 func hashInt(v any) int64 {

@@ -44,7 +44,7 @@ import (
 // Workers: listed processes with a heartbeat are live, without one dead
 // (a live process's poller prunes them from processes).
 func init() {
-	registerFramework(config.KindSidekiq, func() frameworkLayout { return &sidekiqLayout{procs: newSidekiqProcesses()} })
+	registerFramework(config.KindSidekiq, func() frameworkLayout { return &sidekiqLayout{procs: newSidekiqProcesses(), stream: newStreamReader()} })
 }
 
 type sidekiqLayout struct {
@@ -53,6 +53,7 @@ type sidekiqLayout struct {
 	maxWait, maxHold int64    // ms
 	watches          func(string) bool
 	procs            *sidekiqProcesses
+	stream           *streamReader
 }
 
 func (l *sidekiqLayout) configure(f *config.Family) {
@@ -115,7 +116,7 @@ func (s *sidekiqReads) Read(ctx context.Context, c redis.Cmdable, keys []string,
 		r := &reads[i]
 		r.Key = k
 		fr := &FrameworkRead{}
-		read, err := readSidekiq(ctx, c, r, fr, s.l.ns, s.l.queues, s.remembered, s.now, s.l.maxWait)
+		read, err := readSidekiq(ctx, c, s.l.stream, r, fr, s.l.ns, s.l.queues, s.remembered, s.now, s.l.maxWait)
 		if err != nil {
 			return err
 		}

@@ -2,12 +2,13 @@ package kind
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/resp"
 )
 
 // sidekiqScheduledRead bounds how many entries of `schedule` and of
@@ -39,31 +40,35 @@ func (s *sidekiqRead) queue(q string) *QueueJobs {
 }
 
 // readSidekiq reads the layout in three pipelined rounds: the sets and
-// the sizes of `schedule` and `retry`; per queue LLEN and LINDEX -1
-// (Sidekiq pushes left and BRPOPs: the right end is the oldest), per
-// process the heartbeat's beat and the work hash (both names), and the
-// first entries of `schedule` and `retry`. queues overrides discovery.
-// The discovery key's own error is judged on r; the other keys' through
-// partJudge.
-func readSidekiq(ctx context.Context, c redis.Cmdable, r *redisread.KeyRead, fr *FrameworkRead, ns string, queues, remembered []string, now, maxWait int64) (*sidekiqRead, error) {
+// the sizes of `schedule` and `retry`; per queue LLEN, per process the
+// heartbeat's beat; and, streamed over raw connections by sr (jobs'
+// JSON, of any size), per queue LINDEX -1 (Sidekiq pushes left and
+// BRPOPs: the right end is the oldest), per process the work hash (both
+// names), and the first entries of `schedule` and `retry`. queues
+// overrides discovery. The discovery key's own error is judged on r; the
+// other keys' through partJudge, once each.
+func readSidekiq(ctx context.Context, c redis.Cmdable, sr *streamReader, r *redisread.KeyRead, fr *FrameworkRead, ns string, queues, remembered []string, now, maxWait int64) (*sidekiqRead, error) {
 	out := &sidekiqRead{Queues: map[string]*QueueJobs{}, Procs: map[string]sidekiqSighting{}}
+	scans := newSidekiqScans()
 	pipe := c.Pipeline()
 	qset := pipe.SMembers(ctx, r.Key)
 	pset := pipe.SMembers(ctx, ns+"processes")
 	type zread struct {
 		key              string
 		card, overdue    *redis.IntCmd
-		entries          *redis.ZSliceCmd
+		entries          *streamedRead
 		nOverdue, nSched int64
+		ok               bool
+		last             string // the queue of the last entry attributed
 	}
 	due := "-inf"
 	if now-maxWait > 0 {
 		due = fmt.Sprintf("(%d.%03d", (now-maxWait)/1000, (now-maxWait)%1000)
 	}
+	dueBefore := float64(now-maxWait) / 1000
 	zs := []*zread{{key: ns + "schedule"}, {key: ns + "retry"}}
 	for _, z := range zs {
 		z.card, z.overdue = pipe.ZCard(ctx, z.key), pipe.ZCount(ctx, z.key, "-inf", due)
-		z.entries = pipe.ZRangeWithScores(ctx, z.key, 0, sidekiqScheduledRead-1)
 	}
 	_, _ = pipe.Exec(ctx)
 	if err := qset.Err(); err != nil {
@@ -80,46 +85,37 @@ func readSidekiq(ctx context.Context, c redis.Cmdable, r *redisread.KeyRead, fr 
 			listed[p] = true
 		}
 	}
+	var streamed []*streamedRead
 	for _, z := range zs {
-		ok1, err1 := partJudge(r, fr, z.key, z.card.Err())
-		if err1 != nil {
-			return nil, err1
+		ok, err := partJudge(r, fr, z.key, firstErr(z.card.Err(), z.overdue.Err()))
+		if err != nil {
+			return nil, err
 		}
-		ok2, err2 := partJudge(r, fr, z.key, z.overdue.Err())
-		if err2 != nil {
-			return nil, err2
-		}
-		ok3, err3 := partJudge(r, fr, z.key, z.entries.Err())
-		if err3 != nil {
-			return nil, err3
-		}
-		if !ok1 || !ok2 || !ok3 {
+		if !ok {
 			continue
 		}
+		z.ok = true
 		z.nOverdue, z.nSched = z.overdue.Val(), z.card.Val()-z.overdue.Val()
-		dueBefore := float64(now-maxWait) / 1000
-		last := ""
-		for _, e := range z.entries.Val() {
-			m, _ := e.Member.(string)
-			var p sidekiqPayload
-			if err := json.Unmarshal([]byte(m), &p); err != nil || p.Queue == "" {
-				fr.Bad = append(fr.Bad, BadData{Key: z.key, Reason: redisread.SkipBadValue,
-					Detail: fmt.Sprintf("an entry due at %.3f has no queue (not a job's JSON): counted, not attributed", e.Score)})
-				continue
+		z.entries = streamZRange(z.key, sidekiqScheduledRead, scans.entry, func(score float64) {
+			q, err := sidekiqEntryQueue(scans.entry)
+			if err == nil && q == "" {
+				err = errors.New("it names no queue")
 			}
-			last = p.Queue
-			if e.Score < dueBefore {
-				out.queue(p.Queue).Jobs[JobOverdue]++
+			if err != nil {
+				fr.Bad = append(fr.Bad, BadData{Key: z.key, Reason: skipReasonOf(err),
+					Detail: fmt.Sprintf("an entry due at %.3f is not a job's JSON (%v): counted, not attributed", score, err)})
+				return
+			}
+			z.last = q
+			if score < dueBefore {
+				out.queue(q).Jobs[JobOverdue]++
 				z.nOverdue--
 			} else {
-				out.queue(p.Queue).Jobs[JobScheduled]++
+				out.queue(q).Jobs[JobScheduled]++
 				z.nSched--
 			}
-		}
-		if last != "" {
-			out.queue(last).Jobs[JobOverdue] += max(z.nOverdue, 0)
-			out.queue(last).Jobs[JobScheduled] += max(z.nSched, 0)
-		}
+		})
+		streamed = append(streamed, z.entries)
 	}
 
 	ids := make([]string, 0, len(listed)+len(remembered))
@@ -133,16 +129,12 @@ func readSidekiq(ctx context.Context, c redis.Cmdable, r *redisread.KeyRead, fr 
 	}
 	pipe = c.Pipeline()
 	lens := make([]*redis.IntCmd, len(queues))
-	heads := make([]*redis.StringCmd, len(queues))
 	for i, q := range queues {
 		lens[i] = pipe.LLen(ctx, ns+"queue:"+q)
-		heads[i] = pipe.LIndex(ctx, ns+"queue:"+q, -1)
 	}
 	beats := make([]*redis.StringCmd, len(ids))
-	works := make([][2]*redis.MapStringStringCmd, len(ids))
 	for i, id := range ids {
 		beats[i] = pipe.HGet(ctx, ns+id, "beat")
-		works[i] = [2]*redis.MapStringStringCmd{pipe.HGetAll(ctx, ns+id+":workers"), pipe.HGetAll(ctx, ns+id+":work")}
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, q := range queues {
@@ -150,24 +142,61 @@ func readSidekiq(ctx context.Context, c redis.Cmdable, r *redisread.KeyRead, fr 
 		qj := out.queue(q)
 		if ok, err := partJudge(r, fr, key, lens[i].Err()); err != nil {
 			return nil, err
-		} else if !ok {
+		} else if !ok || lens[i].Val() == 0 {
 			continue
 		}
 		qj.Jobs[JobWaiting] += lens[i].Val()
-		head, err := heads[i].Result()
-		if err != nil {
-			continue // emptied since, or the wrong type: judged above
+		// Its error, if any, is the list's, judged above: a list emptied
+		// since has no next job.
+		streamed = append(streamed, streamLIndex(key, -1, scans.queued, func() {
+			at, ok, err := sidekiqEnqueuedAt(scans.queued)
+			switch {
+			case err != nil:
+				fr.Bad = append(fr.Bad, BadData{Key: key, Reason: skipReasonOf(err), Detail: "the next job: " + err.Error()})
+			case ok:
+				qj.Waited(at)
+			}
+		}))
+	}
+	sightings := make([]sidekiqSighting, len(ids))
+	works := make([][2]*streamedRead, len(ids))
+	// A work hash's field (a thread id) names an entry in a log line:
+	// its first bytes do.
+	field := resp.NewCapped(256)
+	for i, id := range ids {
+		for k, suffix := range [2]string{":workers", ":work"} {
+			key := ns + id + suffix
+			works[i][k] = streamHGetAll(key, field, scans.work, func() {
+				j, err := sidekiqWork(scans.work)
+				if err != nil {
+					fr.Bad = append(fr.Bad, BadData{Key: key, Reason: skipReasonOf(err), Detail: fmt.Sprintf("thread %s: %v", cappedText(field), err)})
+					return
+				}
+				if sightings[i].Work == nil {
+					sightings[i].Work = map[string]sidekiqJob{}
+				}
+				sightings[i].Work[j.JID] = j
+			})
+			streamed = append(streamed, works[i][k])
 		}
-		at, ok, err := parseSidekiqEnqueuedAt(head)
-		switch {
-		case err != nil:
-			fr.Bad = append(fr.Bad, BadData{Key: key, Reason: redisread.SkipBadValue, Detail: "the next job: " + err.Error()})
-		case ok:
-			qj.Waited(at)
+	}
+	if err := sr.read(ctx, c, streamed); err != nil {
+		return nil, err
+	}
+	for _, z := range zs {
+		if !z.ok {
+			continue
+		}
+		// The entries' error is the key's, judged above with its
+		// sizes; the ones not read count under the last queue read.
+		if z.entries.Err == nil && z.last != "" {
+			out.queue(z.last).Jobs[JobOverdue] += max(z.nOverdue, 0)
+			out.queue(z.last).Jobs[JobScheduled] += max(z.nSched, 0)
 		}
 	}
 	for i, id := range ids {
-		s := sidekiqSighting{Listed: listed[id]}
+		s := &sightings[i]
+		s.Listed = listed[id]
 		beat, err := beats[i].Result()
 		if ok, ferr := partJudge(r, fr, ns+id, err); ferr != nil {
 			return nil, ferr
@@ -182,24 +211,11 @@ func readSidekiq(ctx context.Context, c redis.Cmdable, r *redisread.KeyRead, fr 
 		}
 		for k, w := range works[i] {
 			key := ns + id + [2]string{":workers", ":work"}[k]
-			if ok, err := partJudge(r, fr, key, w.Err()); err != nil {
+			if _, err := partJudge(r, fr, key, w.Err); err != nil {
 				return nil, err
-			} else if !ok {
-				continue
-			}
-			for tid, v := range w.Val() {
-				j, err := parseSidekiqWork(v)
-				if err != nil {
-					fr.Bad = append(fr.Bad, BadData{Key: key, Reason: redisread.SkipBadValue, Detail: fmt.Sprintf("thread %s: %v", tid, err)})
-					continue
-				}
-				if s.Work == nil {
-					s.Work = map[string]sidekiqJob{}
-				}
-				s.Work[j.JID] = j
 			}
 		}
-		out.Procs[id] = s
+		out.Procs[id] = *s
 		switch {
 		case s.Listed && s.Heartbeat:
 			fr.Workers[WorkerLive]++
@@ -208,4 +224,13 @@ func readSidekiq(ctx context.Context, c redis.Cmdable, r *redisread.KeyRead, fr 
 		}
 	}
 	return out, nil
+}
+
+// skipReasonOf is the skip reason of a job's JSON the exporter could not
+// use: value_too_large for a field longer than it reads, else bad_value.
+func skipReasonOf(err error) redisread.SkipReason {
+	if errors.Is(err, errJSONFieldTooLarge) {
+		return redisread.SkipValueTooLarge
+	}
+	return redisread.SkipBadValue
 }

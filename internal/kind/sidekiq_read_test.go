@@ -33,7 +33,7 @@ func TestReadSidekiqLayout(t *testing.T) {
 
 	key := redisread.KeyRead{Key: "ns:queues"}
 	fr := &FrameworkRead{}
-	r, err := readSidekiq(ctx, rc, &key, fr, "ns:", nil, nil, now, 60000)
+	r, err := readSidekiq(ctx, rc, newStreamReader(), &key, fr, "ns:", nil, nil, now, 60000)
 	if err != nil || key.Status != redisread.OK {
 		t.Fatal(err, key.Status)
 	}

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
+
+	"github.com/slotexporter/slot_exporter/internal/jsonfields"
 )
 
 // sidekiqJob is what the exporter keeps of one job a Sidekiq process was
@@ -22,11 +25,11 @@ type sidekiqJob struct {
 // {"queue":"default","payload":"<the job's JSON>","run_at":1700000000}.
 // payload is the job's JSON as a string since Sidekiq 6.0 (#4316); older
 // releases, and Sidekiq 7's `<identity>:work` where it is a hash, nest it
-// as an object. Both are read.
+// as an object. Both are read. The payload is decoded from what a
+// jsonfields.Scan kept of it, not whole (sidekiqScans).
 type sidekiqWorkValue struct {
-	Queue   string          `json:"queue"`
-	Payload json.RawMessage `json:"payload"`
-	RunAt   *float64        `json:"run_at"`
+	Queue string   `json:"queue"`
+	RunAt *float64 `json:"run_at"`
 }
 
 type sidekiqPayload struct {
@@ -38,16 +41,73 @@ type sidekiqPayload struct {
 	EnqueuedAt *float64 `json:"enqueued_at"`
 }
 
+// sidekiqScans are the scans a Sidekiq read streams each job's JSON
+// through, each keeping only the fields sidekiqPayload and
+// sidekiqWorkValue decode; one of each per read, reset from value to
+// value.
+type sidekiqScans struct {
+	queued *jsonfields.Scan // a job in a queue: enqueued_at
+	entry  *jsonfields.Scan // a schedule or retry entry: queue
+	work   *jsonfields.Scan // a work entry, and its payload's job
+}
+
+var sidekiqJobFields = []string{"jid", "class", "wrapped", "queue", "retry_count", "enqueued_at"}
+
+func newSidekiqScans() *sidekiqScans {
+	return &sidekiqScans{
+		queued: jsonfields.New([]string{"enqueued_at"}, "", nil),
+		entry:  jsonfields.New([]string{"queue"}, "", nil),
+		work:   jsonfields.New([]string{"queue", "run_at", "payload"}, "payload", jsonfields.New(sidekiqJobFields, "", nil)),
+	}
+}
+
+// errJSONFieldTooLarge: a field the exporter reads is longer than
+// jsonfields.FieldMax (counted as value_too_large).
+var errJSONFieldTooLarge = errors.New("longer than the exporter reads")
+
+// decodeKept decodes what scan s kept of a JSON object into v, for a
+// value described as what ("work entry"): a syntax error, a value that
+// is not an object, a field too long or of the wrong type is an error.
+func decodeKept(s *jsonfields.Scan, syntaxErr error, what string, v any) error {
+	switch {
+	case syntaxErr != nil:
+		return fmt.Errorf("%s is not JSON: %w", what, syntaxErr)
+	case s.Top() != '{' && s.Top() != 'n':
+		// As encoding/json says it of a struct.
+		return fmt.Errorf("%s is not JSON: json: cannot unmarshal %s into an object", what, jsonfields.KindOf(s.Top()))
+	case s.TooLong() != "":
+		return fmt.Errorf("%s's %s is %w (%d bytes)", what, s.TooLong(), errJSONFieldTooLarge, jsonfields.FieldMax)
+	}
+	if err := json.Unmarshal(s.Object(), v); err != nil {
+		return fmt.Errorf("%s is not JSON: %w", what, err)
+	}
+	return nil
+}
+
 // parseSidekiqWork reads one work hash value. An error says what is wrong
 // with it, for the log line of a skipped entry.
 func parseSidekiqWork(v string) (sidekiqJob, error) {
+	s := newSidekiqScans().work
+	_, _ = io.WriteString(s, v)
+	return sidekiqWork(s)
+}
+
+// sidekiqWork is the job of a work entry scanned by s (sidekiqScans.work).
+func sidekiqWork(s *jsonfields.Scan) (sidekiqJob, error) {
 	var w sidekiqWorkValue
-	if err := json.Unmarshal([]byte(v), &w); err != nil {
-		return sidekiqJob{}, fmt.Errorf("work entry is not JSON: %w", err)
-	}
-	p, err := parseSidekiqPayload(w.Payload)
-	if err != nil {
+	if err := decodeKept(s, s.Finish(), "work entry", &w); err != nil {
 		return sidekiqJob{}, err
+	}
+	var p sidekiqPayload
+	switch s.NestedKind() {
+	case 0, 'n':
+		return sidekiqJob{}, errors.New("work entry has no payload")
+	case '{', '"':
+		if err := decodeKept(s.Nested(), s.NestedErr(), "work entry's payload", &p); err != nil {
+			return sidekiqJob{}, err
+		}
+	default:
+		return sidekiqJob{}, fmt.Errorf("work entry's payload is not a job's JSON: a JSON %s", jsonfields.KindOf(s.NestedKind()))
 	}
 	j := sidekiqJob{JID: p.JID, Class: p.class(), Queue: w.Queue, Attempts: 1}
 	if j.Queue == "" {
@@ -68,24 +128,6 @@ func parseSidekiqWork(v string) (sidekiqJob, error) {
 	return j, nil
 }
 
-func parseSidekiqPayload(raw json.RawMessage) (sidekiqPayload, error) {
-	var p sidekiqPayload
-	if len(raw) == 0 || string(raw) == "null" {
-		return p, errors.New("work entry has no payload")
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return p, fmt.Errorf("work entry's payload: %w", err)
-		}
-		raw = json.RawMessage(s)
-	}
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return p, fmt.Errorf("work entry's payload is not a job's JSON: %w", err)
-	}
-	return p, nil
-}
-
 // class is the job's class; ActiveJob's wrapper names the real one in
 // wrapped, as Sidekiq's own Web UI shows it.
 func (p sidekiqPayload) class() string {
@@ -102,9 +144,17 @@ func (p sidekiqPayload) class() string {
 // job's JSON in a queue list, in ms. ok is false without one (Sidekiq's
 // own latency then counts 0; the exporter reports no age for it).
 func parseSidekiqEnqueuedAt(v string) (int64, bool, error) {
+	s := newSidekiqScans().queued
+	_, _ = io.WriteString(s, v)
+	return sidekiqEnqueuedAt(s)
+}
+
+// sidekiqEnqueuedAt is parseSidekiqEnqueuedAt of a job scanned by s
+// (sidekiqScans.queued).
+func sidekiqEnqueuedAt(s *jsonfields.Scan) (int64, bool, error) {
 	var p sidekiqPayload
-	if err := json.Unmarshal([]byte(v), &p); err != nil {
-		return 0, false, fmt.Errorf("queued job is not JSON: %w", err)
+	if err := decodeKept(s, s.Finish(), "queued job", &p); err != nil {
+		return 0, false, err
 	}
 	if p.EnqueuedAt == nil {
 		return 0, false, nil
@@ -113,6 +163,16 @@ func parseSidekiqEnqueuedAt(v string) (int64, bool, error) {
 		return 0, false, errors.New("queued job's enqueued_at is not a finite number")
 	}
 	return int64(*p.EnqueuedAt * 1000), true, nil
+}
+
+// sidekiqEntryQueue is the queue of a schedule or retry entry scanned by
+// s (sidekiqScans.entry); "" when it names none.
+func sidekiqEntryQueue(s *jsonfields.Scan) (string, error) {
+	var p sidekiqPayload
+	if err := decodeKept(s, s.Finish(), "entry", &p); err != nil {
+		return "", err
+	}
+	return p.Queue, nil
 }
 
 // parseSidekiqBeat reads a heartbeat's beat (Time.now.to_f) in ms.
