@@ -133,6 +133,11 @@ func printPlan(w io.Writer, p *Plan, value int64) {
 			fmt.Fprintf(w, "would remove %q %q: %s, score %s, expiry %s\n", k.Key, m.Member, m.State, FormatScore(m.Score), FormatTime(m.Expiry))
 		}
 		for _, m := range k.Keep {
+			if m.Cut {
+				fmt.Fprintf(w, "would keep %q %q... (first %d of %d bytes): %s, longer than %d bytes, %s\n",
+					k.Key, m.Member, len(m.Member), m.Size, m.State, MaxMemberBytes, CutRefusal)
+				continue
+			}
 			fmt.Fprintf(w, "would keep %q %q: %s\n", k.Key, m.Member, m.State)
 		}
 		if p.Kind == config.KindCounter || p.Kind == config.KindRateLimit {

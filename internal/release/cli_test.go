@@ -64,4 +64,12 @@ func TestCLI(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "nothing to release") {
 		t.Errorf("nothing left to release: exit %d, %q", code, errs)
 	}
+
+	// A member longer than a release reads is listed cut, with why.
+	f.slotSet(t, "u9", map[string]float64{strings.Repeat("m", 1000): float64(now - 60_000), "dead2": float64(now - 60_000)})
+	code, out, errs = cli(CLIArgs{User: "u9", DryRun: true, Operator: "ops-bob"})
+	want := `would keep "joishi:streams:{u9}" "` + strings.Repeat("m", MaxHeadBytes) + `"... (first 200 of 1000 bytes): expired, longer than 512 bytes, which a release does not remove`
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("dry run with a 1000-byte member: exit %d, want a line starting %q\n%s%s", code, want, out, errs)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/topology"
 	"github.com/slotexporter/slot_exporter/internal/track"
 )
@@ -19,8 +20,14 @@ const (
 	// DefaultMaxMembers is how many members of one set are read, lowest
 	// scores (the dead ones) first.
 	DefaultMaxMembers = 1000
-	// MaxHeadBytes is how much of a queue's next element is shown.
+	// MaxHeadBytes is how much of a queue's next element is shown, and
+	// of a member longer than MaxMemberBytes.
 	MaxHeadBytes = 200
+	// MaxMemberBytes bounds the slot-set members read whole, shown whole
+	// and released: the bound of a lock's token. A longer member is read
+	// as it streams, shown cut, and kept by a release, which would have
+	// to send it whole.
+	MaxMemberBytes = redisread.MaxValueBytes
 	// maxGroups and maxConsumers bound what is shown of a stream.
 	maxGroups    = 20
 	maxConsumers = 20
@@ -63,9 +70,12 @@ type KeyHolding struct {
 	Int   int64
 
 	// Lists: the length and the next element to be popped.
-	Length  int64
-	Head    string
-	HeadCut bool // Head is the first MaxHeadBytes bytes
+	Length int64
+	Head   string
+	// HeadCut: Head is the first MaxHeadBytes of the element's
+	// HeadBytes.
+	HeadBytes int64
+	HeadCut   bool
 
 	// Streams.
 	Groups    []StreamGroup
@@ -86,6 +96,11 @@ type Member struct {
 	// told to be a zombie.
 	FirstSeen int64
 	Tracked   bool
+	// Size is the member's length in bytes. Cut: it is longer than
+	// MaxMemberBytes, and Member holds its first MaxHeadBytes bytes only;
+	// it is neither looked up in the tracker nor released.
+	Size int64
+	Cut  bool
 }
 
 // StreamGroup is one consumer group of a stream.
@@ -189,6 +204,10 @@ func readKey(ctx context.Context, c redis.Cmdable, f *config.Family, key string,
 	case config.KindStream:
 		ok, err = readStream(ctx, c, &k)
 	}
+	if errors.Is(err, errNoRaw) {
+		k.Problem = err.Error()
+		return k, true, nil
+	}
 	if err != nil {
 		if p := keyProblem(err); p != "" {
 			k.Problem = p
@@ -210,6 +229,9 @@ func keyProblem(err error) string {
 	switch {
 	case strings.HasPrefix(msg, "WRONGTYPE"):
 		return "holds a value of another type than the family's kind"
+	case isRedirect(msg):
+		// Read raw, a key does not follow its slot to another node.
+		return "its cluster slot is moving to another node (" + msg + "): read the page again"
 	case strings.HasPrefix(msg, "NOPERM") && strings.Contains(msg, " key"):
 		// The command is allowed, this key is not (an ACL key pattern
 		// narrower than the family's match). A command refused outright

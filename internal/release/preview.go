@@ -121,6 +121,7 @@ func (r *Releaser) preview(ctx context.Context, p *Plan) error {
 	}
 	p.Holdings, p.Now = h, h.Now
 	var problems []string
+	cut := 0
 	for _, k := range h.Keys {
 		if k.Problem != "" {
 			problems = append(problems, fmt.Sprintf("key %q %s", k.Key, k.Problem))
@@ -128,9 +129,17 @@ func (r *Releaser) preview(ctx context.Context, p *Plan) error {
 		}
 		pk := PlanKey{Key: k.Key, Value: k.Value, NoLease: f.Kind == config.KindLock && k.PTTL == -1}
 		for _, m := range k.Members {
-			if Dead(m.State) || p.IncludeLive {
+			switch {
+			case m.Cut:
+				// Only its first bytes were read: the script could
+				// not name it. Kept, it is in no audit item either.
+				pk.Keep = append(pk.Keep, m)
+				if Dead(m.State) || p.IncludeLive {
+					cut++
+				}
+			case Dead(m.State) || p.IncludeLive:
 				pk.Remove = append(pk.Remove, m)
-			} else {
+			default:
 				pk.Keep = append(pk.Keep, m)
 			}
 		}
@@ -141,10 +150,22 @@ func (r *Releaser) preview(ctx context.Context, p *Plan) error {
 		p.Refusal = "no key of this family belongs to this user"
 	case len(p.Keys) == 0:
 		p.Refusal = strings.Join(problems, "; ")
+	case p.Empty() && cut > 0:
+		p.Refusal = fmt.Sprintf("nothing to release: %d %s longer than %d bytes, %s", cut, plural(cut, "member is", "members are"), MaxMemberBytes, CutRefusal)
 	case p.Empty():
 		p.Refusal = "nothing to release: every member is live (a release removes only dead members unless live ones are included)"
 	}
 	return nil
+}
+
+// CutRefusal says why a member longer than MaxMemberBytes is kept.
+const CutRefusal = "which a release does not remove: only the first bytes of such a member are read, and a release would have to send it whole (remove a dead one by hand with ZREM)"
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func family(cfg *config.Config, name string) *config.Family {

@@ -2,7 +2,6 @@ package release
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -13,45 +12,87 @@ import (
 	"github.com/slotexporter/slot_exporter/internal/kind"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/resp"
+	"github.com/slotexporter/slot_exporter/internal/track"
 )
 
 // One reader per kind fills a KeyHolding (readKey picks it), each in one
 // pipelined round trip, a stream's consumers in a second; false: the key
-// is gone.
+// is gone. Slot sets and lists are read raw (raw.go), the rest through
+// go-redis, whose replies are bounded by the commands themselves.
 
 func readSlotSet(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyHolding, now int64, o ReadOptions) (bool, error) {
-	pipe := c.Pipeline()
-	zr := pipe.ZRangeWithScores(ctx, k.Key, 0, int64(o.MaxMembers))
-	pt := pipe.PTTL(ctx, k.Key)
-	_, _ = pipe.Exec(ctx)
-	zs, err := zr.Result()
+	conn, err := dialFor(ctx, c, k.Key)
 	if err != nil {
 		return false, err
 	}
-	if err := k.setPTTL(pt); err != nil {
+	defer conn.put()
+	// ZRANGE 0 max reads one member past the bound: it says the set has
+	// more.
+	if err := conn.SendSlotReads(ctx, []string{k.Key}, int64(o.MaxMembers), true); err != nil {
 		return false, err
 	}
-	if k.PTTL == -2 && len(zs) == 0 {
-		return false, nil
+	stop, err := conn.Deadline(ctx)
+	defer stop()
+	if err != nil {
+		return false, err
 	}
-	if len(zs) > o.MaxMembers {
-		zs, k.Truncated = zs[:o.MaxMembers], true
+	n, _, zrErr, err := conn.ReadSlotHead(true)
+	if err != nil {
+		return false, conn.Fail(ctx, err)
 	}
 	rules := kind.Rules(f)
 	b := rules.Bounds(now)
-	for _, z := range zs {
-		name, _ := z.Member.(string)
-		m := Member{Member: name, Score: z.Score, Expiry: rules.Expiry(z.Score)}
-		if rules.HeartbeatScore {
-			m.LastHeartbeat = z.Score * rules.Unit
-		} else {
-			m.LastHeartbeat = m.Expiry - rules.TTL
+	w := resp.NewCapped(MaxMemberBytes)
+	for i := 0; i < n; i++ {
+		w.Reset()
+		score, err := conn.ReadScored(w)
+		if err != nil {
+			return false, conn.Fail(ctx, err)
 		}
-		m.FirstSeen, m.Tracked = firstSeen(o, f, k.Key, name, now)
-		m.State = rules.Classify(&b, z.Score, now, m.FirstSeen)
-		k.Members = append(k.Members, m)
+		if i >= o.MaxMembers {
+			k.Truncated = true
+			continue
+		}
+		k.Members = append(k.Members, member(&rules, &b, f, k.Key, w, score, now, o))
+	}
+	pttl, ptErr, err := conn.ReadInt()
+	if err != nil {
+		return false, conn.Fail(ctx, err)
+	}
+	conn.done = true
+	for _, e := range [][]byte{zrErr, ptErr} {
+		if e != nil {
+			moved(c, e)
+			return false, resp.ReplyError(e)
+		}
+	}
+	k.PTTL = pttl
+	if k.PTTL == -2 && len(k.Members) == 0 {
+		return false, nil
 	}
 	return true, nil
+}
+
+// member is one member read into w, with its state. One longer than
+// MaxMemberBytes keeps its first MaxHeadBytes bytes only (Cut): it cannot
+// be told apart from others that start alike, so its first-seen time is
+// not looked up and a release never sends it.
+func member(rules *track.Rules, b *track.Bounds, f *config.Family, key string, w *resp.Capped, score float64, now int64, o ReadOptions) Member {
+	m := Member{Score: score, Expiry: rules.Expiry(score), Size: w.Len()}
+	if m.Cut = w.Cut(); m.Cut {
+		m.Member = string(w.Kept()[:MaxHeadBytes])
+		m.FirstSeen = now
+	} else {
+		m.Member = string(w.Kept())
+		m.FirstSeen, m.Tracked = firstSeen(o, f, key, m.Member, now)
+	}
+	if rules.HeartbeatScore {
+		m.LastHeartbeat = score * rules.Unit
+	} else {
+		m.LastHeartbeat = m.Expiry - rules.TTL
+	}
+	m.State = rules.Classify(b, score, now, m.FirstSeen)
+	return m
 }
 
 func firstSeen(o ReadOptions, f *config.Family, key, member string, now int64) (int64, bool) {
@@ -84,7 +125,7 @@ func readLock(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyHold
 	k.Value = v
 	rules := kind.Rules(f)
 	expiry, b := kind.LockBounds(&rules, now, k.PTTL)
-	m := Member{Member: v, Score: expiry, Expiry: expiry, LastHeartbeat: math.NaN()}
+	m := Member{Member: v, Score: expiry, Expiry: expiry, LastHeartbeat: math.NaN(), Size: int64(len(v))}
 	m.FirstSeen, m.Tracked = firstSeen(o, f, k.Key, v, now)
 	m.State = rules.Classify(&b, expiry, now, m.FirstSeen)
 	k.Members = []Member{m}
@@ -143,31 +184,49 @@ func (k *KeyHolding) setPTTL(pt *redis.DurationCmd) error {
 	return nil
 }
 
+// readList reads a queue's length and next element, which only the page
+// shows: it keeps the element's first MaxHeadBytes bytes as it streams.
 func readList(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyHolding) (bool, error) {
-	idx := int64(-1)
+	idx := "-1"
 	if f.PopSide == config.PopLeft {
-		idx = 0
+		idx = "0"
 	}
-	pipe := c.Pipeline()
-	n := pipe.LLen(ctx, k.Key)
-	head := pipe.LIndex(ctx, k.Key, idx)
-	_, _ = pipe.Exec(ctx)
-	l, err := n.Result()
+	conn, err := dialFor(ctx, c, k.Key)
 	if err != nil {
 		return false, err
+	}
+	defer conn.put()
+	conn.Queue("LLEN", k.Key)
+	conn.Queue("LINDEX", k.Key, idx)
+	if err := conn.Flush(ctx); err != nil {
+		return false, err
+	}
+	stop, err := conn.Deadline(ctx)
+	defer stop()
+	if err != nil {
+		return false, err
+	}
+	l, lenErr, err := conn.ReadInt()
+	if err != nil {
+		return false, conn.Fail(ctx, err)
+	}
+	w := resp.NewCapped(MaxHeadBytes)
+	_, headErr, err := conn.ReadBulkTo(w)
+	if err != nil {
+		return false, conn.Fail(ctx, err)
+	}
+	conn.done = true
+	for _, e := range [][]byte{lenErr, headErr} {
+		if e != nil {
+			moved(c, e)
+			return false, resp.ReplyError(e)
+		}
 	}
 	if l == 0 {
 		return false, nil
 	}
 	k.Length, k.PTTL = l, -1
-	v, err := head.Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return false, err
-	}
-	if len(v) > MaxHeadBytes {
-		v, k.HeadCut = v[:MaxHeadBytes], true
-	}
-	k.Head = v
+	k.Head, k.HeadBytes, k.HeadCut = string(w.Kept()), w.Len(), w.Cut()
 	return true, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/release"
@@ -154,13 +155,18 @@ type keyView struct {
 	Shown, TTL, Problem string
 	Members             []memberView
 	Truncated           bool
-	Value               string
-	Queue               *queueView
-	Stream              *streamView
+	// Cut counts the members longer than release.MaxMemberBytes.
+	Cut       int
+	MaxMember int
+	Value     string
+	Queue     *queueView
+	Stream    *streamView
 }
 
 type memberView struct {
 	Shown, State, Score, Expiry, FirstSeen, Heartbeat, Why string
+	// Cut says why a member too long to read whole is kept.
+	Cut string
 }
 
 type queueView struct {
@@ -168,6 +174,7 @@ type queueView struct {
 	Head   string
 	Cut    bool
 	Max    int
+	Size   int64
 }
 
 type streamView struct {
@@ -265,7 +272,9 @@ func (h *Handler) user(w http.ResponseWriter, r *http.Request) {
 	for i := range hold.Keys {
 		kv := keyViewOf(f, hold, &hold.Keys[i])
 		for _, m := range hold.Keys[i].Members {
-			page.Untracked = page.Untracked || !m.Tracked
+			// A cut member is not looked up: that says nothing of
+			// the tracker.
+			page.Untracked = page.Untracked || !m.Tracked && !m.Cut
 		}
 		page.Keys = append(page.Keys, kv)
 	}
@@ -315,18 +324,24 @@ func (h *Handler) sweepOfUser(family, user string) string {
 }
 
 func keyViewOf(f *config.Family, h *release.Holdings, k *release.KeyHolding) keyView {
-	kv := keyView{Shown: shown(k.Key), TTL: fmtTTL(k.PTTL), Problem: k.Problem, Truncated: k.Truncated}
+	kv := keyView{Shown: shown(k.Key), TTL: fmtTTL(k.PTTL), Problem: k.Problem, Truncated: k.Truncated, MaxMember: release.MaxMemberBytes}
 	if k.Problem != "" {
 		return kv
 	}
 	for i := range k.Members {
 		kv.Members = append(kv.Members, memberViewOf(f, h.Now, &k.Members[i]))
+		if k.Members[i].Cut {
+			kv.Cut++
+		}
 	}
 	switch f.Kind {
 	case config.KindCounter, config.KindRateLimit:
 		kv.Value = shown(k.Value)
 	case config.KindList:
-		kv.Queue = &queueView{Length: k.Length, Head: shown(k.Head), Cut: k.HeadCut, Max: release.MaxHeadBytes}
+		kv.Queue = &queueView{Length: k.Length, Head: shown(k.Head), Cut: k.HeadCut, Max: release.MaxHeadBytes, Size: k.HeadBytes}
+		if k.HeadCut {
+			kv.Queue.Head = shown(wholeRunes(k.Head))
+		}
 	case config.KindStream:
 		sv := &streamView{Length: k.Length, GroupsCut: k.GroupsCut}
 		for _, g := range k.Groups {
@@ -353,9 +368,14 @@ func memberViewOf(f *config.Family, now int64, m *release.Member) memberView {
 		Shown: shown(m.Member), State: m.State.String(), Score: release.FormatScore(m.Score),
 		Expiry: release.FormatTime(m.Expiry), Why: why(f.Kind, m.State),
 	}
-	if m.Tracked {
+	switch {
+	case m.Cut:
+		v.Shown = shown(wholeRunes(m.Member)) + fmt.Sprintf(" … (%d bytes)", m.Size)
+		v.Cut = fmt.Sprintf("longer than %d bytes, %s", release.MaxMemberBytes, release.CutRefusal)
+		v.FirstSeen = "not looked up (only the member's first bytes were read)"
+	case m.Tracked:
 		v.FirstSeen = timeOfMs(m.FirstSeen) + " (held " + fmtMs(float64(now-m.FirstSeen)) + ")"
-	} else {
+	default:
 		v.FirstSeen = "not tracked"
 	}
 	switch age := float64(now) - m.LastHeartbeat; {
@@ -376,6 +396,20 @@ func memberViewOf(f *config.Family, now int64, m *release.Member) memberView {
 		}
 	}
 	return v
+}
+
+// wholeRunes drops the end of a rune that a cut split, so that a cut
+// UTF-8 text is shown as text rather than quoted.
+func wholeRunes(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	for i := 1; i < utf8.UTFMax && i <= len(s); i++ {
+		if t := s[:len(s)-i]; utf8.ValidString(t) {
+			return t
+		}
+	}
+	return s
 }
 
 // why says what a state means, for the preview.

@@ -356,3 +356,74 @@ func TestHostileUserIDs(t *testing.T) {
 		t.Errorf("the preview of a queue family: %d, want it to say it read nothing:\n%s", code, page)
 	}
 }
+
+// TestBigMembersAndHeadsAreCut: a 5 MB slot-set member and a 5 MB queue
+// head make small pages that say they are cut; the preview keeps the
+// member with its reason, the release leaves it in Redis, and no audit
+// line holds it. A cut that splits a UTF-8 character shows the text
+// before it, not a quoted string.
+func TestBigMembersAndHeadsAreCut(t *testing.T) {
+	e := webtest.New(t, webtest.Options{Release: true})
+	ctx := context.Background()
+	now := e.Now()
+	big := strings.Repeat("b", 5<<20)
+	accented := "a" + strings.Repeat("é", 300) // byte 200 splits an é
+	key := "joishi:streams:{fat}"
+	e.Admin.ZAdd(ctx, key,
+		redis.Z{Score: float64(now - 60_000), Member: big},
+		redis.Z{Score: float64(now - 60_000), Member: accented},
+		redis.Z{Score: float64(now - 60_000), Member: "dead-1"},
+		redis.Z{Score: float64(now + 110_000), Member: "live-1"})
+	e.Admin.RPush(ctx, "queue:mail:fat", strings.Repeat("h", 5<<20))
+
+	code, page := e.Get("/leaks/streams/fat")
+	if code != 200 || len(page) > 64<<10 {
+		t.Fatalf("the user page: %d, %d bytes", code, len(page))
+	}
+	for _, want := range []string{strings.Repeat("b", 200) + " … (5242880 bytes)", "a" + strings.Repeat("é", 99) + " … (601 bytes)", "2 member(s) longer than 512 bytes", ">dead-1<"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the user page lacks %.80q", want)
+		}
+	}
+	if n := strings.Count(page, "not looked up (only the member&#39;s first bytes were read)"); n != 2 {
+		t.Errorf("the user page says of %d members that their first-seen time was not looked up, want 2", n)
+	}
+	code, page = e.Get("/leaks/mail/fat")
+	if code != 200 || len(page) > 64<<10 || !strings.Contains(page, "(first 200 bytes), 5242880 bytes in all") {
+		t.Errorf("the queue page: %d, %d bytes, cut noted %v", code, len(page), strings.Contains(page, "5242880 bytes in all"))
+	}
+
+	code, page = e.Get("/leaks/streams/fat/preview")
+	if code != 200 || len(page) > 64<<10 {
+		t.Fatalf("the preview: %d, %d bytes", code, len(page))
+	}
+	for _, want := range []string{"Release 1 member(s)", "Why kept", "a release does not remove", ">live<"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the preview lacks %q", want)
+		}
+	}
+	form := url.Values{"plan": {webtest.FormValue(page, "plan")}, "csrf": {webtest.FormValue(page, "csrf")}, "reason": {"page"}}
+	if code, _, page := e.Do(http.MethodPost, "/leaks/streams/fat/release", webtest.Alice, webtest.AlicePass, form); code != 200 {
+		t.Fatalf("release: %d\n%.2000s", code, page)
+	}
+	for _, m := range []string{big, accented, "live-1"} {
+		if err := e.Admin.ZScore(ctx, key, m).Err(); err != nil {
+			t.Errorf("member of %d bytes gone after the release: %v", len(m), err)
+		}
+	}
+	if err := e.Admin.ZScore(ctx, key, "dead-1").Err(); err != redis.Nil {
+		t.Errorf("dead-1 was not released: %v", err)
+	}
+	b, err := os.ReadFile(e.Audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if len(l) > 4<<10 {
+			t.Errorf("an audit line of %d bytes: %.200s", len(l), l)
+		}
+	}
+	if n := len(e.Records()); n != 3 {
+		t.Errorf("%d audit records, want 3 (preview, intent, outcome)", n)
+	}
+}
