@@ -64,7 +64,8 @@ type Sweeper struct {
 // neither resets counters nor reads every member as a fresh acquire, and
 // does not get around the key budget or sampling.interval. With
 // discovery: notify, Redis must publish keyspace events: New refuses
-// otherwise, with the CONFIG SET that fixes it. Once the config is known
+// otherwise, with the CONFIG SET that fixes it, but only when Redis says
+// so; an unreachable Redis is checked once it answers. Once the config is known
 // to be runnable, New stops prev (which keeps running when New fails).
 //
 // What the new sweeper takes over from prev (the families' state, the
@@ -85,7 +86,15 @@ func New(ctx context.Context, cfg *config.Config, client redis.UniversalClient, 
 			f := &cfg.Families[i]
 			fams = append(fams, discovery.Family{Name: f.Name, Match: f.Match, Re: f.MatchRegexp, Classes: kind.NotifyClasses(f.Kind)})
 		}
-		if err := discovery.CheckNotify(ctx, s.topo, fams); err != nil {
+		// A Redis that answers without the events is a config error, as
+		// a bad value is. One that does not answer says nothing of the
+		// setting, and scan mode starts (and reloads) without Redis:
+		// refusing would crash-loop an exporter started before Redis.
+		// The watcher checks the setting on every read, and reads by
+		// full SCAN until the events are there.
+		if err := discovery.CheckNotify(ctx, s.topo, fams); errors.Is(err, discovery.ErrNoAnswer) {
+			logger.Warn("cannot check notify-keyspace-events now; every sweep checks it once Redis answers", "err", err)
+		} else if err != nil {
 			s.reader.Close()
 			return nil, err
 		}
