@@ -149,15 +149,16 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 				"attempts", g.attempts, "read_for", end.Sub(g.began), "sampling_period", st.period)
 		}
 	}
-	if dur <= f.sampling.Interval {
-		st.overrunsInARow = 0
-	} else {
+	if dur > f.sampling.Interval {
 		st.overruns++
-		st.overrunsInARow++
-		// One line for the first overrun, then one each time the run
-		// doubles, as for failures: an interval shorter than a sweep
-		// logged a line every sweep (303 in 6 s at 1ns).
-		if n := st.overrunsInARow; !continued && n&(n-1) == 0 {
+		st.overrunsUnlogged++
+		// One line in overrunLogEvery, counting those since the last:
+		// an interval shorter than a sweep logged a line every sweep
+		// (303 in 6 s at 1ns), and sweeps that overrun now and then
+		// broke any run that could have spaced the lines.
+		// slot_exporter_sweep_overruns_total counts each.
+		if n := st.overrunsUnlogged; !continued && end.Sub(st.overrunLogged) >= overrunLogEvery {
+			st.overrunLogged, st.overrunsUnlogged = end, 0
 			// Blamed on what held the reads up: the budget when they
 			// waited for it most of the time, else Redis (DEBUG SLEEP 5
 			// was blamed on the budget ten times over).
@@ -166,7 +167,7 @@ func (f *family) sweepAndPublish(ctx context.Context) error {
 				hint = "Redis answered slowly (blocked by a slow command, loading, busy) or there are more keys than an interval reads; the reads waited little for the read budget"
 			}
 			f.log().Warn("sweep overran sampling.interval", "duration", dur, "interval", f.sampling.Interval,
-				"waited_for_budget", st.waited.Round(time.Millisecond), "overruns_in_a_row", n, "hint", hint)
+				"waited_for_budget", st.waited.Round(time.Millisecond), "overruns_since_last_line", n, "hint", hint)
 		}
 	}
 	fs := f.emptySnapshot(st.period)
@@ -214,3 +215,6 @@ func (f *family) emptySnapshot(period time.Duration) *snapshot.Family {
 		StaleAfter: f.staleAfter(period), OverLimitShown: lim.OverLimitIsAnomaly,
 	}
 }
+
+// overrunLogEvery spaces the lines of a family whose sweeps overrun.
+const overrunLogEvery = 10 * time.Minute

@@ -33,10 +33,12 @@ type state struct {
 
 	sweepErrors uint64
 	overruns    uint64
-	// overrunsInARow counts the sweeps in a row that overran.
-	overrunsInARow int
-	keysScanned    uint64
-	skipped        [redisread.NumSkipReasons]uint64
+	// overrunLogged is when an overrun was last logged;
+	// overrunsUnlogged counts those since.
+	overrunLogged    time.Time
+	overrunsUnlogged int
+	keysScanned      uint64
+	skipped          [redisread.NumSkipReasons]uint64
 	// unwatched: a reload changed the match, and the next sweep that ends
 	// holds ends those of keys left out uncounted (kind.Sweep.Unwatched).
 	unwatched bool
