@@ -24,6 +24,11 @@ import "errors"
 type Scan struct {
 	names []string
 	vals  [][]byte // raw value per name; nil: absent
+	// nullAfter: a duplicate of the name whose value is null came after
+	// vals' value. encoding/json, which decodes what is kept, leaves a
+	// string or number as it was for a null and clears a pointer: the
+	// last value that is not null, and the null after it, say which.
+	nullAfter []bool
 	// tooLong is the name whose value was longer than FieldMax ("":
 	// none).
 	tooLong string
@@ -62,9 +67,11 @@ const (
 	// FieldMax bounds one field kept: a jid, a class or queue name,
 	// a number. A longer one is not what a framework writes there.
 	FieldMax = 4 << 10
-	// jsonKeyMax bounds a top-level key kept to be matched: longer than
-	// any name looked for, escaped.
-	jsonKeyMax = 64
+	// jsonKeyMax bounds a top-level key kept to be matched: a name of
+	// up to 21 characters, each escaped as \uXXXX (6 bytes). At 64,
+	// "enqueued_at" escaped whole (66 bytes) went unmatched, where
+	// encoding/json reads it.
+	jsonKeyMax = 6 * 21
 	// jsonMaxDepth is encoding/json's own limit on nesting.
 	jsonMaxDepth = 10000
 )
@@ -72,7 +79,7 @@ const (
 // New keeps names; nested (nil: none) is fed the content of
 // the field nestedName, one of names.
 func New(names []string, nestedName string, nested *Scan) *Scan {
-	s := &Scan{names: names, vals: make([][]byte, len(names)), nested: nested, nestedAt: -1}
+	s := &Scan{names: names, vals: make([][]byte, len(names)), nullAfter: make([]bool, len(names)), nested: nested, nestedAt: -1}
 	if nested != nil {
 		for i, n := range names {
 			if n == nestedName {
@@ -88,9 +95,9 @@ func New(names []string, nestedName string, nested *Scan) *Scan {
 // not allocated again for every job).
 func (s *Scan) Reset() {
 	for i := range s.vals {
-		s.vals[i] = nil
+		s.vals[i], s.nullAfter[i] = nil, false
 	}
-	*s = Scan{names: s.names, vals: s.vals, nested: s.nested, nestedAt: s.nestedAt,
+	*s = Scan{names: s.names, vals: s.vals, nullAfter: s.nullAfter, nested: s.nested, nestedAt: s.nestedAt,
 		stack: s.stack[:0], key: s.key[:0], hex: s.hex[:0], next: -1, capture: -1}
 	if s.nested != nil {
 		s.nested.Reset()
@@ -137,10 +144,6 @@ func (s *Scan) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// plainRun is how many bytes at the start of p are a string's plain
-// content: no quote, no backslash, no control character.
-// plain takes a plain run of a string's content.
-// feed passes unescaped content of the nested field's string on.
 // Finish ends the text, and returns its syntax error.
 func (s *Scan) Finish() error {
 	if s.err != nil {
@@ -158,18 +161,6 @@ func (s *Scan) Finish() error {
 	return s.err
 }
 
-// step reads one byte that is not part of a string's plain run; again is
-// set when b ended a number and was not read.
-var unescaped = map[byte]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
-
-// feedRune passes a \u escape on as UTF-8, pairing surrogates as
-// encoding/json does: one without its other half is U+FFFD.
-// beginValue starts the value whose first byte is b.
-// valueEnded: a value is complete.
-// match is the index in names of the top-level key just read, -1 when
-// it is none of them.
-// unquoteKey reads the escapes of a key (short, and already checked by
-// the scan) as encoding/json does.
 // Object is what was kept, as a JSON object of the fields found (the
 // nested one left out).
 func (s *Scan) Object() []byte {
@@ -185,6 +176,9 @@ func (s *Scan) Object() []byte {
 		out = append(out, s.names[i]...)
 		out = append(out, '"', ':')
 		out = append(out, v...)
+		if s.nullAfter[i] {
+			out = append(out, ",\""+s.names[i]+"\":null"...)
+		}
 	}
 	return append(out, '}')
 }

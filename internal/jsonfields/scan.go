@@ -36,6 +36,8 @@ const (
 	jsLiteral                   // in true, false or null
 )
 
+// plainRun is how many bytes at the start of p are a string's plain
+// content: no quote, no backslash, no control character.
 func plainRun(p []byte) int {
 	for i, b := range p {
 		if b == '"' || b == '\\' || b < 0x20 {
@@ -45,6 +47,7 @@ func plainRun(p []byte) int {
 	return len(p)
 }
 
+// plain takes a plain run of a string's content.
 func (s *Scan) plain(b []byte) {
 	switch {
 	case s.inKey:
@@ -79,6 +82,7 @@ func (s *Scan) keepKey(b []byte) {
 	s.key = append(s.key, b...)
 }
 
+// feed passes unescaped content of the nested field's string on.
 func (s *Scan) feed(b []byte) {
 	if s.surrogate != 0 {
 		s.surrogate = 0
@@ -91,6 +95,8 @@ func (s *Scan) fail(format string, args ...any) {
 	s.err = fmt.Errorf(format+" (at byte %d)", append(args, s.off)...)
 }
 
+// step reads one byte that is not part of a string's plain run; again is
+// set when b ended a number and was not read.
 func (s *Scan) step(b byte) (again bool) {
 	switch s.state {
 	case jsValue, jsArrFirst:
@@ -223,6 +229,10 @@ func (s *Scan) step(b byte) (again bool) {
 	return false
 }
 
+var unescaped = map[byte]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// feedRune passes a \u escape on as UTF-8, pairing surrogates as
+// encoding/json does: one without its other half is U+FFFD.
 func (s *Scan) feedRune() {
 	var r rune
 	for _, h := range s.hex {
@@ -246,6 +256,7 @@ func (s *Scan) feedRune() {
 	}
 }
 
+// beginValue starts the value whose first byte is b.
 func (s *Scan) beginValue(b byte) {
 	if len(s.stack) == 0 {
 		s.top = b
@@ -257,8 +268,11 @@ func (s *Scan) beginValue(b byte) {
 			s.nested.Reset()
 			s.nestedKind, s.nestedErr = b, nil
 			s.feedRaw, s.feedString = b == '{', b == '"'
+		} else if b == 'n' && s.vals[i] != nil {
+			// A null after a value: kept as what follows it (Object).
+			s.nullAfter[i] = true
 		} else {
-			s.capture, s.vals[i] = i, s.vals[i][:0]
+			s.capture, s.vals[i], s.nullAfter[i] = i, s.vals[i][:0], false
 			if s.tooLong == s.names[i] {
 				s.tooLong = ""
 			}
@@ -311,6 +325,7 @@ func (s *Scan) stringEnded() {
 	}
 }
 
+// valueEnded: a value is complete.
 func (s *Scan) valueEnded() {
 	switch len(s.stack) {
 	case 0:
@@ -333,6 +348,8 @@ func (s *Scan) valueEnded() {
 	s.state = jsAfter
 }
 
+// match is the index in names of the top-level key just read, -1 when
+// it is none of them.
 func (s *Scan) match() int {
 	if s.keyLong || s.stack[0] != '{' {
 		return -1
@@ -357,6 +374,8 @@ func (s *Scan) match() int {
 	return -1
 }
 
+// unquoteKey reads the escapes of a key (short, and already checked by
+// the scan) as encoding/json does.
 func unquoteKey(raw []byte) (string, bool) {
 	var key string
 	q := make([]byte, 0, len(raw)+2)
@@ -365,7 +384,9 @@ func unquoteKey(raw []byte) (string, bool) {
 }
 
 func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
+
 func isDigit(b byte) bool { return '0' <= b && b <= '9' }
+
 func isHex(b byte) bool {
 	return isDigit(b) || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
 }
