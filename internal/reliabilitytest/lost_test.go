@@ -380,3 +380,40 @@ func TestEvictionsAreWarned(t *testing.T) {
 		t.Errorf("warned again within %v: %+v", 10*time.Minute, w)
 	}
 }
+
+// TestReplicaRestartLosesNothing: a replica read for the family restarts
+// and syncs its master's data again; nothing vanished, so what ends
+// after it ends as usual. Its run_id is new, which read as a restart of
+// the dataset and counted every hold that ended in the next sweep, on
+// every shard, as lost; its master_replid, the history of its data, is
+// the master's still.
+func TestReplicaRestartLosesNothing(t *testing.T) {
+	master := redistest.Start(t)
+	admin := master.Client()
+	replica := redistest.StartReplica(t, master)
+	seedHolds(t, admin, "u", 10, 2, exportertest.RedisTime(t, admin)+115_000)
+	redistest.WaitReplicated(t, master, 1)
+	e := newExporter(t, configYAML(addrBlock(replica.Addr), quickSampling+"  track_changes: false\n", streamsFamily))
+	e.sweep()
+	exportertest.Expect(t, e.metrics(), map[string]float64{liveS: 20, lostS: 0})
+
+	replica.Restart()
+	waitInSync(t, replica)
+	exportertest.Must(t, admin.ZRem(ctx, streamKey("u0"), "s0").Err())
+	redistest.WaitReplicated(t, master, 1)
+	e.sweep()
+	exportertest.Expect(t, e.metrics(), map[string]float64{liveS: 19, releasedS: 1, lostS: 0})
+	if w := e.records(slog.LevelWarn, "holds lost"); len(w) != 0 {
+		t.Errorf("a replica that restarted and synced again: %+v", w)
+	}
+}
+
+// waitInSync waits until replica has its master's data again.
+func waitInSync(t *testing.T, replica *redistest.Server) {
+	t.Helper()
+	c := replica.Client()
+	exportertest.WaitFor(t, time.Minute, "the replica's sync", func() bool {
+		info, err := c.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up") && !strings.Contains(info, "master_sync_in_progress:1")
+	})
+}

@@ -215,12 +215,13 @@ func (l *lostWatch) deferFor(flushed bool) bool {
 }
 
 // goneSince reports whether a server last seen as prev has since lost
-// everything: another run_id (a restart, another server) or a FLUSHALL.
+// everything: other data (a restart, another server: topology.SameData)
+// or a FLUSHALL.
 // CONFIG RESETSTAT zeroes the counts: a flush after it may leave the count
 // where it was, but not at 0.
 func goneSince(prev, id topology.Identity) bool {
 	reset := id.Commands < prev.Commands
-	return prev.RunID != id.RunID || id.FlushAlls > prev.FlushAlls || reset && id.FlushAlls > 0
+	return !topology.SameData(prev, id) || id.FlushAlls > prev.FlushAlls || reset && id.FlushAlls > 0
 }
 
 // dbFlushedSince reports whether a server last seen as prev has since run

@@ -27,15 +27,21 @@ type Identity struct {
 	Commands int64
 	// Evictions is evicted_keys: keys maxmemory made Redis delete.
 	Evictions int64
+	// Replica: the server is a replica (role:slave); ReplID is its
+	// master_replid, the history of its data, which a replica shares
+	// with its master ("" when INFO replication cannot be read).
+	Replica bool
+	ReplID  string
 }
 
 // Identify reads a server's identity in one round trip (INFO server,
-// INFO commandstats and INFO stats).
+// INFO commandstats, INFO stats and INFO replication).
 func Identify(ctx context.Context, c redis.Cmdable) (Identity, error) {
 	pipe := c.Pipeline()
 	server := pipe.Info(ctx, "server")
 	cmdStats := pipe.Info(ctx, "commandstats")
 	stats := pipe.Info(ctx, "stats")
+	repl := pipe.Info(ctx, "replication")
 	_, _ = pipe.Exec(ctx)
 	s, err := server.Result()
 	if err != nil {
@@ -52,7 +58,24 @@ func Identify(ctx context.Context, c redis.Cmdable) (Identity, error) {
 		id.Commands, _ = strconv.ParseInt(redisinfo.Field(st, "total_commands_processed"), 10, 64)
 		id.Evictions, _ = strconv.ParseInt(redisinfo.Field(st, "evicted_keys"), 10, 64)
 	}
+	if r, err := repl.Result(); err == nil {
+		id.Replica, id.ReplID = redisinfo.Field(r, "role") == "slave", redisinfo.Field(r, "master_replid")
+	}
 	return id, nil
+}
+
+// SameData reports whether a server seen as prev and then as id holds the
+// same data, as far as a restart or a swap of servers can change it: the
+// same run_id; or for two replicas, the same master_replid. A replica that
+// restarted and synced again, or another replica of the same master (a
+// Sentinel's replica client picks one for each connection), has a new
+// run_id and its master's data: read as a restart, every hold that ended
+// in the next sweep counted as lost, on every shard.
+func SameData(prev, id Identity) bool {
+	if prev.Replica && id.Replica && prev.ReplID != "" {
+		return prev.ReplID == id.ReplID
+	}
+	return prev.RunID == id.RunID
 }
 
 // Flushes is how often the server's data was flushed or swapped away.
