@@ -74,6 +74,12 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// Now is the clock scores are computed from (default time.Now). A skewed
 	// clock produces skewed scores, which is what the simulator uses it for.
+	// Every client of one slot set must share a clock to within well under
+	// TTL: acquire prunes the slots whose score is at or below its own now,
+	// so a client whose clock runs ahead by more than what is left of
+	// another holder's TTL removes that live slot and can be granted past
+	// the limit (with TTL 120s, about 100 s ahead). The exporter shows such
+	// a client's slots as future.
 	Now func() time.Time
 	// ScoreUnit is the unit of scores: "ms" (default) or "s".
 	ScoreUnit string
