@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/slotexporter/slot_exporter/recipe/listqueue"
 )
 
 // The list queues' producers and workers.
@@ -82,7 +84,7 @@ func (w *listWorkload) work(q *listQueue) {
 	}
 	killed := false
 	for {
-		var job string
+		var job listqueue.Taken
 		var ok bool
 		if !s.step(func() {
 			var err error
@@ -91,7 +93,7 @@ func (w *listWorkload) work(q *listQueue) {
 				w.check(err)
 			}
 			if ok {
-				w.took(q, job)
+				w.took(q, job.Job)
 			}
 		}) {
 			return
@@ -105,7 +107,7 @@ func (w *listWorkload) work(q *listQueue) {
 		if q.mode == ListKilledWorker && !killed {
 			killed = true
 			w.mu.Lock()
-			q.orphan = job
+			q.orphan = job.Job
 			w.mu.Unlock()
 			if !s.sleep(w.o.RestartDelay) {
 				return
@@ -118,7 +120,7 @@ func (w *listWorkload) work(q *listQueue) {
 		if !s.step(func() {
 			done, err := q.q.Complete(s.rctx, job)
 			if w.check(err) && done {
-				w.completed1(q, job)
+				w.completed1(q, job.Job)
 			}
 		}) {
 			return

@@ -48,14 +48,14 @@ package ownerlock
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slotexporter/slot_exporter/recipe/internal/token"
 )
 
 var (
@@ -108,11 +108,11 @@ func (l *Locker) TTL() time.Duration { return l.ttl }
 // NewToken returns a random token (128 bits, hex): unique per hold, so that
 // a holder can only ever release or extend its own hold.
 func NewToken() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	t, err := token.New()
+	if err != nil {
 		return "", fmt.Errorf("ownerlock: token: %w", err)
 	}
-	return hex.EncodeToString(b[:]), nil
+	return t, nil
 }
 
 // Acquire takes the lock key with a fresh token if nobody holds it. ok is

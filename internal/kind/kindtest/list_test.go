@@ -52,18 +52,18 @@ func TestListScenario(t *testing.T) {
 		exportertest.Must(t, err)
 		return q
 	}
-	take := func(q *listqueue.Queue) string {
+	take := func(q *listqueue.Queue) listqueue.Taken {
 		t.Helper()
-		job, ok, err := q.Take(ctx, time.Second)
+		tk, ok, err := q.Take(ctx, time.Second)
 		if err != nil || !ok {
 			t.Fatalf("take from %s: %v %v", q.Key(), ok, err)
 		}
-		return job
+		return tk
 	}
-	complete := func(q *listqueue.Queue, job string) {
+	complete := func(q *listqueue.Queue, tk listqueue.Taken) {
 		t.Helper()
-		if ok, err := q.Complete(ctx, job); err != nil || !ok {
-			t.Fatalf("complete %s: %v %v", job, ok, err)
+		if ok, err := q.Complete(ctx, tk); err != nil || !ok {
+			t.Fatalf("complete %s: %v %v", tk.Job, ok, err)
 		}
 	}
 	metric := func(fam, name string, labels ...string) string {
@@ -85,8 +85,8 @@ func TestListScenario(t *testing.T) {
 	exportertest.Must(t, err)
 	_, err = crash.Push(ctx, "c0", "c1")
 	exportertest.Must(t, err)
-	if job := take(crash); job != "c0" {
-		t.Fatalf("took %s, want c0", job)
+	if tk := take(crash); tk.Job != "c0" {
+		t.Fatalf("took %s, want c0", tk.Job)
 	}
 	exportertest.Must(t, rc.RPush(ctx, "t:l:u", "a", "b", "c").Err())
 	exportertest.Must(t, rc.Set(ctx, "t:q:str", "x", 0).Err())
@@ -103,6 +103,7 @@ func TestListScenario(t *testing.T) {
 		metric("queue", "slot_exporter_keys_skipped_total", `reason="wrong_type"`): 1,
 	})
 
+	var c1 listqueue.Taken
 	for i := 1; i <= 4; i++ {
 		s.at(time.Duration(i) * 600 * time.Millisecond)
 		complete(busy, take(busy))
@@ -112,9 +113,11 @@ func TestListScenario(t *testing.T) {
 		case 2:
 			// Another worker takes c1 and finishes it a sweep later; c0,
 			// whose worker died, stays at the processing list's right.
-			take(crash)
+			if c1 = take(crash); c1.Job != "c1" {
+				t.Fatalf("took %s, want c1", c1.Job)
+			}
 		case 3:
-			complete(crash, "c1")
+			complete(crash, c1)
 		}
 		k := s.sweep()
 		m := h.Metrics()
