@@ -353,6 +353,20 @@ func TestClusterReadFromReplica(t *testing.T) {
 		t.Errorf("replicas show %v sets, want %d", mr[`slot_sets{family="streams"}`], wlUsers)
 	}
 	expectSameDomain(t, "replica vs master", fromMaster.Metrics(), mr)
+
+	// A replica that died is read around at once, on its master: the
+	// cluster calls it online for its node timeout (5 s here), and every
+	// sweep that read it failed meanwhile.
+	dead := cl.Replicas()[0]
+	master := cl.MasterOf(dead)
+	dead.Kill()
+	before := exportertest.Calls(t, cl.NodeClient(master), "pttl")
+	fromReplica.Sweep()
+	if n := exportertest.Calls(t, cl.NodeClient(master), "pttl"); n == before {
+		t.Errorf("the master of the dead replica %s was not read", dead.Addr)
+	}
+	fromMaster.Sweep()
+	expectSameDomain(t, "replica dead vs master", fromMaster.Metrics(), fromReplica.Metrics())
 }
 
 // tagSlot is the hash slot of a key whose hash tag is tag.

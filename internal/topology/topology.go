@@ -148,7 +148,7 @@ func (t *Topology) replicaNodes(ctx context.Context) ([]Node, error) {
 	err := t.cluster.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error {
 		var id *redis.StringCmd
 		var role *redis.Cmd
-		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, perr := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			// The client's address may not be the one the node announces
 			// (go-redis rewrites a loopback address seen through a remote
 			// seed; a TLS-only node announces port 0): match by node id.
@@ -156,6 +156,15 @@ func (t *Topology) replicaNodes(ctx context.Context) ([]Node, error) {
 			role = p.Do(ctx, "ROLE")
 			return nil
 		})
+		var reply redis.Error
+		if perr != nil && !errors.As(perr, &reply) {
+			// Not reached (killed, restarting): the cluster calls it
+			// online until its node timeout, and every sweep that read
+			// it failed meanwhile; its shard is read elsewhere. A
+			// refusal (an ACL without ROLE) is Redis's answer: the node
+			// is there.
+			return nil
+		}
 		k := known{c: c}
 		if r, err := role.Slice(); err == nil && len(r) >= 4 {
 			k.roleKnown = true
