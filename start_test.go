@@ -184,6 +184,7 @@ func TestBadFamilyFlag(t *testing.T) {
 		{"s=slotset:a:*,limit=0", `--family "s=slotset:a:*,limit=0".limit: must be >= 1`},
 		{"s=slotset:a:*,colour=red", `--family "s=slotset:a:*,colour=red": unknown field "colour"`},
 		{"s=slotset:a:*,limit=3,limit=4", `--family "s=slotset:a:*,limit=3,limit=4": limit given twice`},
+		{"s=slotset:a:*,Limit=4", `--family "s=slotset:a:*,Limit=4": unknown field "Limit"`},
 		{"s=lock:a:*,window=1m", `--family "s=lock:a:*,window=1m".window: not used by kind lock`},
 		{"s=list:nostar", `--family "s=list:nostar".match: must contain a *`},
 	} {

@@ -88,8 +88,11 @@ func ParseFamilyFlag(v string) (map[string]any, error) {
 	set := func(opts []string, given bool) error {
 		for _, o := range opts {
 			key, val, ok := strings.Cut(o, "=")
-			if !ok || !fieldName.MatchString(key) {
+			switch {
+			case !ok:
 				return fmt.Errorf("--family %q: %q is not field=value (a value cannot hold a comma: give such a family in the config file)", v, o)
+			case !fieldName.MatchString(key):
+				return fmt.Errorf("--family %q: unknown field %q (fields are the YAML family's, lower case)", v, key)
 			}
 			// As the file refuses a field defined twice: the last one
 			// won without a word.
