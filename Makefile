@@ -1,12 +1,17 @@
 GO        ?= go
 GOFLAGS   ?=
 BIN       := slot_exporter
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# As scripts/release.sh gives them: the version without a tag's leading v,
+# the branch checked out, the build date from the commit time.
+VERSION   ?= $(patsubst v%,%,$(shell git describe --tags --always --dirty 2>/dev/null || echo dev))
 REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BRANCH    ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+BUILDDATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d-%H:%M:%S 2>/dev/null)
 LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.Revision=$(REVISION) \
-	-X github.com/prometheus/common/version.Branch=main
+	-X github.com/prometheus/common/version.Branch=$(BRANCH) \
+	-X github.com/prometheus/common/version.BuildDate=$(BUILDDATE)
 
 .PHONY: all build test test-build deps deps-bench demo lint lint-links promtool-check bench fuzz soak clean
 
@@ -21,9 +26,10 @@ MODULES := . alerts e2e internal/web/browser deploy/kubernetes
 
 all: lint build test
 
+# -trimpath: no path of the build machine in the binaries, as in a release.
 build:
-	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) .
-	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o slotsim ./cmd/slotsim
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o slotsim ./cmd/slotsim
 
 deps:
 	@scripts/install-deps.sh
