@@ -150,9 +150,9 @@ func (e *exporter) Topology() *topology.Topology {
 
 // FirstSeen looks a member up in the running sweeper's trackers, for the
 // on-call page and the release preview.
-func (e *exporter) FirstSeen(family, key, member string) (int64, bool) {
+func (e *exporter) FirstSeen(family, key string, memberHash uint64) (int64, bool) {
 	if s := e.sweeper.Load(); s != nil {
-		return s.FirstSeen(family, key, member)
+		return s.FirstSeen(family, key, memberHash)
 	}
 	return 0, false
 }

@@ -88,9 +88,11 @@ type Tracker interface {
 // FirstSeer is a Tracker that remembers members: the on-call page shows
 // when each was first seen.
 type FirstSeer interface {
-	// FirstSeen returns when member of key was first seen (Redis time,
-	// ms), if it is tracked. A lock's member is its token.
-	FirstSeen(key, member string) (int64, bool)
+	// FirstSeen returns when a member of key was first seen (Redis time,
+	// ms), if it is tracked; memberHash is track.MemberHash of key and
+	// the member, which a reader can take of a member it never holds
+	// whole.
+	FirstSeen(key string, memberHash uint64) (int64, bool)
 }
 
 // Replayer is a Tracker that can fold a key it did not read in a sweep,

@@ -427,8 +427,8 @@ func (t *slotSet) Publish(f *snapshot.Family) {
 
 func (t *slotSet) UserExtra(track.UserView) []snapshot.Value { return nil }
 
-func (t *slotSet) FirstSeen(key, member string) (int64, bool) {
-	return t.members.FirstSeen(track.MemberHash(xxhash.New(), key, member), xxhash.Sum64String(key))
+func (t *slotSet) FirstSeen(key string, memberHash uint64) (int64, bool) {
+	return t.members.FirstSeen(memberHash, xxhash.Sum64String(key))
 }
 
 // dropUnseen forgets the held keys a complete sweep neither read nor

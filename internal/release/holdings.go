@@ -34,8 +34,9 @@ const (
 )
 
 // FirstSeenFunc returns when the exporter first saw a member of a key
-// (Redis time, ms), if its tracker knows it.
-type FirstSeenFunc func(family, key, member string) (int64, bool)
+// (Redis time, ms), if its tracker knows it; memberHash is
+// track.MemberHash of the key and the member, taken as it streams.
+type FirstSeenFunc func(family, key string, memberHash uint64) (int64, bool)
 
 // Holdings is what one user's keys of a family hold, read live.
 type Holdings struct {

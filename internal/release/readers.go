@@ -3,9 +3,11 @@ package release
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
@@ -43,9 +45,11 @@ func readSlotSet(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyH
 	rules := kind.Rules(f)
 	b := rules.Bounds(now)
 	w := resp.NewCapped(MaxMemberBytes)
+	d := xxhash.New()
 	for i := 0; i < n; i++ {
 		w.Reset()
-		score, err := conn.ReadScored(w)
+		track.MemberHashStart(d, k.Key)
+		score, err := conn.ReadScored(io.MultiWriter(w, d))
 		if err != nil {
 			return false, conn.Fail(ctx, err)
 		}
@@ -53,7 +57,7 @@ func readSlotSet(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyH
 			k.Truncated = true
 			continue
 		}
-		k.Members = append(k.Members, member(&rules, &b, f, k.Key, w, score, now, o))
+		k.Members = append(k.Members, member(&rules, &b, f, k.Key, w, d.Sum64(), score, now, o))
 	}
 	pttl, ptErr, err := conn.ReadInt()
 	if err != nil {
@@ -73,19 +77,19 @@ func readSlotSet(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyH
 	return true, nil
 }
 
-// member is one member read into w, with its state. One longer than
-// MaxMemberBytes keeps its first MaxHeadBytes bytes only (Cut): it cannot
-// be told apart from others that start alike, so its first-seen time is
-// not looked up and a release never sends it.
-func member(rules *track.Rules, b *track.Bounds, f *config.Family, key string, w *resp.Capped, score float64, now int64, o ReadOptions) Member {
+// member is one member read into w, with its state; h is its
+// track.MemberHash, taken as it streamed. One longer than MaxMemberBytes
+// keeps its first MaxHeadBytes bytes only (Cut), and a release never
+// sends it; its first-seen time is looked up by h all the same, so that
+// a zombie shows as one however long its name.
+func member(rules *track.Rules, b *track.Bounds, f *config.Family, key string, w *resp.Capped, h uint64, score float64, now int64, o ReadOptions) Member {
 	m := Member{Score: score, Expiry: rules.Expiry(score), Size: w.Len()}
 	if m.Cut = w.Cut(); m.Cut {
 		m.Member = string(w.Kept()[:MaxHeadBytes])
-		m.FirstSeen = now
 	} else {
 		m.Member = string(w.Kept())
-		m.FirstSeen, m.Tracked = firstSeen(o, f, key, m.Member, now)
 	}
+	m.FirstSeen, m.Tracked = firstSeen(o, f, key, h, now)
 	if rules.HeartbeatScore {
 		m.LastHeartbeat = score * rules.Unit
 	} else {
@@ -95,9 +99,9 @@ func member(rules *track.Rules, b *track.Bounds, f *config.Family, key string, w
 	return m
 }
 
-func firstSeen(o ReadOptions, f *config.Family, key, member string, now int64) (int64, bool) {
+func firstSeen(o ReadOptions, f *config.Family, key string, memberHash uint64, now int64) (int64, bool) {
 	if o.FirstSeen != nil {
-		if t, ok := o.FirstSeen(f.Name, key, member); ok {
+		if t, ok := o.FirstSeen(f.Name, key, memberHash); ok {
 			return t, true
 		}
 	}
@@ -126,7 +130,7 @@ func readLock(ctx context.Context, c redis.Cmdable, f *config.Family, k *KeyHold
 	rules := kind.Rules(f)
 	expiry, b := kind.LockBounds(&rules, now, k.PTTL)
 	m := Member{Member: v, Score: expiry, Expiry: expiry, LastHeartbeat: math.NaN(), Size: int64(len(v))}
-	m.FirstSeen, m.Tracked = firstSeen(o, f, k.Key, v, now)
+	m.FirstSeen, m.Tracked = firstSeen(o, f, k.Key, track.MemberHash(xxhash.New(), k.Key, v), now)
 	m.State = rules.Classify(&b, expiry, now, m.FirstSeen)
 	k.Members = []Member{m}
 	return true, nil

@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
+	"github.com/slotexporter/slot_exporter/internal/track"
 )
 
 // TestFirstSeen: the on-call page asks the sweeper when a member was first
@@ -33,7 +35,8 @@ families:
 	c.ZAdd(ctx, "s:{u1}", redis.Z{Score: exp + 5000, Member: "m1"})
 	h.Sweep()
 
-	at, ok := h.Sweeper.FirstSeen("streams", "s:{u1}", "m1")
+	memberHash := func(key, member string) uint64 { return track.MemberHash(xxhash.New(), key, member) }
+	at, ok := h.Sweeper.FirstSeen("streams", "s:{u1}", memberHash("s:{u1}", "m1"))
 	if !ok || at < before.UnixMilli() || at > after.UnixMilli() {
 		t.Errorf("FirstSeen(m1) = %d, %v; want the first sweep's time, in [%d, %d]", at, ok, before.UnixMilli(), after.UnixMilli())
 	}
@@ -43,7 +46,7 @@ families:
 		{"legacy", "c:{u1}", ""},
 		{"nosuch", "s:{u1}", "m1"},
 	} {
-		if _, ok := h.Sweeper.FirstSeen(q[0], q[1], q[2]); ok {
+		if _, ok := h.Sweeper.FirstSeen(q[0], q[1], memberHash(q[1], q[2])); ok {
 			t.Errorf("FirstSeen%v answered for something not tracked", q)
 		}
 	}

@@ -333,9 +333,10 @@ func (s *Sweeper) Snapshot() *snapshot.Snapshot {
 }
 
 // FirstSeen returns when a member of a family's key was first seen (Redis
-// time, ms), if the family's tracker remembers it. It waits for a sweep in
+// time, ms), if the family's tracker remembers it; memberHash is
+// track.MemberHash of the key and the member. It waits for a sweep in
 // progress to finish.
-func (s *Sweeper) FirstSeen(family, key, member string) (int64, bool) {
+func (s *Sweeper) FirstSeen(family, key string, memberHash uint64) (int64, bool) {
 	for _, f := range s.fams {
 		if f.cfg.Name != family {
 			continue
@@ -346,7 +347,7 @@ func (s *Sweeper) FirstSeen(family, key, member string) (int64, bool) {
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return fs.FirstSeen(key, member)
+		return fs.FirstSeen(key, memberHash)
 	}
 	return 0, false
 }

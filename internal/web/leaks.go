@@ -272,9 +272,7 @@ func (h *Handler) user(w http.ResponseWriter, r *http.Request) {
 	for i := range hold.Keys {
 		kv := keyViewOf(f, hold, &hold.Keys[i])
 		for _, m := range hold.Keys[i].Members {
-			// A cut member is not looked up: that says nothing of
-			// the tracker.
-			page.Untracked = page.Untracked || !m.Tracked && !m.Cut
+			page.Untracked = page.Untracked || !m.Tracked
 		}
 		page.Keys = append(page.Keys, kv)
 	}
@@ -368,11 +366,11 @@ func memberViewOf(f *config.Family, now int64, m *release.Member) memberView {
 		Shown: shown(m.Member), State: m.State.String(), Score: release.FormatScore(m.Score),
 		Expiry: release.FormatTime(m.Expiry), Why: why(f.Kind, m.State),
 	}
-	switch {
-	case m.Cut:
+	if m.Cut {
 		v.Shown = shown(wholeRunes(m.Member)) + fmt.Sprintf(" … (%d bytes)", m.Size)
 		v.Cut = fmt.Sprintf("longer than %d bytes, %s", release.MaxMemberBytes, release.CutRefusal)
-		v.FirstSeen = "not looked up (only the member's first bytes were read)"
+	}
+	switch {
 	case m.Tracked:
 		v.FirstSeen = timeOfMs(m.FirstSeen) + " (held " + fmtMs(float64(now-m.FirstSeen)) + ")"
 	default:

@@ -103,6 +103,7 @@ func New(t *testing.T, o Options) *Env {
 		if err := e.Rel.Configure(cfg); err != nil {
 			t.Fatal(err)
 		}
+		e.Rel.SetFirstSeen(e.H.Sweeper.FirstSeen)
 	}
 	// The registry as main builds it, with the releaser's counts.
 	src := &source{cfg: cfg, h: e.H}
@@ -117,7 +118,7 @@ func New(t *testing.T, o Options) *Env {
 		MetricsPath: "/metrics", Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Source: src, Ready: e.H.Sweeper.Ready, Reload: func() error { return nil },
 		EnablePprof: o.Pprof, Releaser: e.Rel, WebConfigFile: e.WebCfg,
-		LiveReads: o.LiveReads, LiveBurst: o.LiveBurst,
+		LiveReads: o.LiveReads, LiveBurst: o.LiveBurst, FirstSeen: e.H.Sweeper.FirstSeen,
 	})
 	if err != nil {
 		t.Fatal(err)
