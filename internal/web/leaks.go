@@ -165,6 +165,10 @@ type keyView struct {
 
 type memberView struct {
 	Shown, State, Score, Expiry, FirstSeen, Heartbeat, Why string
+	// Held is how long a tracked member has been held, shown under its
+	// first-seen time: on one line the two made the page wider than a
+	// 1280-pixel window.
+	Held string
 	// Cut says why a member too long to read whole is kept.
 	Cut string
 }
@@ -372,7 +376,7 @@ func memberViewOf(f *config.Family, now int64, m *release.Member) memberView {
 	}
 	switch {
 	case m.Tracked:
-		v.FirstSeen = timeOfMs(m.FirstSeen) + " (held " + fmtMs(float64(now-m.FirstSeen)) + ")"
+		v.FirstSeen, v.Held = timeOfMs(m.FirstSeen), "held "+fmtMs(float64(now-m.FirstSeen))
 	default:
 		v.FirstSeen = "not tracked"
 	}

@@ -388,7 +388,7 @@ func TestBigMembersAndHeadsAreCut(t *testing.T) {
 	}
 	// A cut member is looked up in the member table by its hash, taken
 	// as it streamed: a zombie shows as one however long its name.
-	if n := strings.Count(page, " (held "); n != 4 || strings.Contains(page, "not tracked") {
+	if n := strings.Count(page, "<br>(held "); n != 4 || strings.Contains(page, "not tracked") {
 		t.Errorf("the user page gives %d members a first-seen time after a sweep, want all 4:\n%s", n, page)
 	}
 	code, page = e.Get("/leaks/mail/fat")
