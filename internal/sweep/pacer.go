@@ -203,9 +203,11 @@ const quietKeys = 50
 // apart, each finding its part of the table cold), and took 10.6 to 12.4%
 // of a core where the share was 10 (5 runs). Only what was taken beyond
 // the share is given back, never what was left unused: a read that had
-// nothing to do does not earn a burst.
+// nothing to do does not earn a burst. The one exception is the prior's
+// pace, which held a first read below its share by design; what it left
+// unused is a credit (over < 0) for the next window (update).
 func (p *cpuPacer) apply() {
-	share := max(p.share-p.invShare, p.share/10)
+	share := p.baseShare()
 	if p.holding {
 		share *= holdMakeUp
 	}
@@ -215,6 +217,10 @@ func (p *cpuPacer) apply() {
 	p.limiter.SetLimit(rate.Limit(r))
 	p.limiter.SetBurst(burstOf(r))
 }
+
+// baseShare is what the reads may take of Redis's CPU before holds are
+// made up for. Called with mu.
+func (p *cpuPacer) baseShare() float64 { return max(p.share-p.invShare, p.share/10) }
 
 // setSources takes the counts of a (reloaded) sweeper: its change feed's
 // invalidations and its reader's slot sets; nil: none.

@@ -134,10 +134,19 @@ func (p *cpuPacer) update(onlyIfStandOut bool) bool {
 	if updated {
 		// What the reads took beyond what they were entitled to, where
 		// their cost can be told from the application's load.
-		if standOut {
-			p.over = min(max(p.over+reads-p.entitled*p.accDt, 0), p.entitled*overGiveBack.Seconds())
-		} else {
+		switch {
+		case !standOut:
 			p.over = 0
+		case p.updates == 0:
+			// What the prior's pace left unused of the share is made
+			// up in the next window, as a hold is: the prior is twice
+			// a key's cost on the safe side, and a first read's first
+			// second took half its share. Never more than a second's
+			// share, and gone if the reads stop (observe).
+			base := p.baseShare()
+			p.over = min(max(reads-base*p.accDt, -base), p.entitled*overGiveBack.Seconds())
+		default:
+			p.over = min(max(p.over+reads-p.entitled*p.accDt, 0), p.entitled*overGiveBack.Seconds())
 		}
 		c := reads / p.accKeys
 		// Bounds keep one absurd reading (a snapshot fork, a stalled
