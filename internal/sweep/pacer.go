@@ -98,7 +98,7 @@ type cpuPacer struct {
 	// entitled is what a second of reads may take of Redis's CPU (the
 	// share less the invalidations, made up for holds), as apply last
 	// set it; over is what the reads took beyond it, CPU seconds, still
-	// to be given back (see apply).
+	// to be given back, or below 0 what they left unused (see apply).
 	entitled, over float64
 	warned         bool
 	// known takes the first nodes' arrival: their first sample is taken
@@ -201,11 +201,13 @@ const quietKeys = 50
 // stream families SCANning 200k keys that none of them matched saw their
 // cost a key rise from 1.8 to 3.7 µs in half a minute (the walks drifting
 // apart, each finding its part of the table cold), and took 10.6 to 12.4%
-// of a core where the share was 10 (5 runs). Only what was taken beyond
-// the share is given back, never what was left unused: a read that had
-// nothing to do does not earn a burst. The one exception is the prior's
-// pace, which held a first read below its share by design; what it left
-// unused is a credit (over < 0) for the next window (update).
+// of a core where the share was 10 (5 runs). What the reads left unused
+// while they went on (a cost that wobbles, the prior's pace of a first
+// read's first second) is a credit (over < 0) of at most a second's
+// share: given back only, the wobbles of a key's cost cost a read 1.3%
+// of its share (TestPacerKeepsItsShareAsTheCostRises), 0.5 s of a first
+// read of 40 s. The credit lapses in a second without reads: a read that
+// had nothing to do does not earn a burst.
 func (p *cpuPacer) apply() {
 	share := p.baseShare()
 	if p.holding {

@@ -138,15 +138,15 @@ func (p *cpuPacer) update(onlyIfStandOut bool) bool {
 		case !standOut:
 			p.over = 0
 		case p.updates == 0:
-			// What the prior's pace left unused of the share is made
-			// up in the next window, as a hold is: the prior is twice
-			// a key's cost on the safe side, and a first read's first
-			// second took half its share. Never more than a second's
-			// share, and gone if the reads stop (observe).
+			// The prior paced these reads (a first read's first
+			// second, before any hold): entitled to the share without
+			// the holds' make-up. The prior is twice a key's cost, on
+			// the safe side, and the second took about half its share:
+			// made up in the next window (see apply).
 			base := p.baseShare()
 			p.over = min(max(reads-base*p.accDt, -base), p.entitled*overGiveBack.Seconds())
 		default:
-			p.over = min(max(p.over+reads-p.entitled*p.accDt, 0), p.entitled*overGiveBack.Seconds())
+			p.over = min(max(p.over+reads-p.entitled*p.accDt, -p.baseShare()), p.entitled*overGiveBack.Seconds())
 		}
 		c := reads / p.accKeys
 		// Bounds keep one absurd reading (a snapshot fork, a stalled

@@ -518,9 +518,10 @@ func TestPacerFirstCreditEndsWithTheReads(t *testing.T) {
 // next. Twelve stream families SCANning 200k keys that none of them
 // matched saw their cost a key rise from 1.8 to 3.7 µs in half a minute
 // (the walks drifting apart, each finding its part of the table cold),
-// and took 10.6 to 12.4% of a core where the share was 10. Only what was
-// taken beyond the share is given back, so a cost that only wobbles
-// costs the reads a little of their share, and no more.
+// and took 10.6 to 12.4% of a core where the share was 10. What was
+// left unused while the reads went on is made up too: given back only,
+// a cost that only wobbles cost the reads 1.3% of their share (0.0981
+// to 0.0995 of a core in the wobbling case).
 func TestPacerKeepsItsShareAsTheCostRises(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -528,7 +529,7 @@ func TestPacerKeepsItsShareAsTheCostRises(t *testing.T) {
 		least float64 // share
 	}{
 		{"rising", 2, 0.097},
-		{"wobbling", 0, 0.097},
+		{"wobbling", 0, 0.099},
 	} {
 		for seed := range uint64(10) {
 			r := rand.New(rand.NewPCG(seed, 7))
