@@ -48,6 +48,7 @@ var badConfigs = map[string]string{
 
 	// sampling and leaks.
 	"bad-interval.yml":            "sampling.interval: must be > 0",
+	"bad-interval-tiny.yml":       "sampling.interval: 1ns is below 10ms; each sweep sends Redis a few commands outside the read pace",
 	"bad-timeout.yml":             "sampling.timeout: must be > 0",
 	"bad-window.yml":              "sampling.window: must be >= interval",
 	"bad-scan-count.yml":          "sampling.scan_count: must be >= 1",

@@ -14,6 +14,7 @@ const (
 	DefaultReadFrom           = ReadFromPrimary
 	DefaultDialTimeout        = 5 * time.Second
 	DefaultInterval           = 5 * time.Second
+	MinInterval               = 10 * time.Millisecond
 	DefaultTimeout            = 30 * time.Second
 	DefaultScanCount          = 1000
 	DefaultWindow             = time.Minute
@@ -237,6 +238,11 @@ func validateSampling(s *Sampling) error {
 	switch {
 	case s.Interval <= 0:
 		return errors.New("sampling.interval: must be > 0")
+	case s.Interval < MinInterval:
+		// Each sweep sends a few commands outside the read pace (TIME,
+		// INFO, CONFIG GET with notify): at 1ns, back-to-back sweeps of
+		// an idle family sent Redis thousands a second.
+		return fmt.Errorf("sampling.interval: %v is below %v; each sweep sends Redis a few commands outside the read pace", s.Interval, MinInterval)
 	case s.Timeout <= 0:
 		return errors.New("sampling.timeout: must be > 0")
 	case s.ScanCount < 1:
