@@ -46,3 +46,23 @@ func (c *Conn) ReadBulkTo(w io.Writer) (isNil bool, errMsg []byte, err error) {
 	c.broken = true
 	return false, nil, fmt.Errorf("%w: want a bulk string, got %q", errProtocol, line)
 }
+
+// ReadArrayHead reads the head of an array reply whose elements are read
+// one by one after it (each with ReadBulkTo, for HMGET's values): how many
+// follow, none for a nil array. An error reply is returned as errMsg.
+func (c *Conn) ReadArrayHead() (n int, errMsg []byte, err error) {
+	line, err := c.line()
+	if err != nil {
+		return 0, nil, err
+	}
+	switch line[0] {
+	case '-':
+		return 0, append([]byte(nil), line[1:]...), nil
+	case '*':
+		if cnt, ok := parseInt(line[1:]); ok && cnt >= -1 {
+			return int(max(cnt, 0)), nil, nil
+		}
+	}
+	c.broken = true
+	return 0, nil, fmt.Errorf("%w: want an array, got %q", errProtocol, line)
+}
