@@ -64,11 +64,11 @@ func (s *Scan) plain(b []byte) {
 }
 
 func (s *Scan) keep(i int, b []byte) {
-	if s.tooLong == s.names[i] {
+	if s.long[i] {
 		return
 	}
 	if len(s.vals[i])+len(b) > FieldMax {
-		s.tooLong, s.vals[i] = s.names[i], nil
+		s.long[i], s.vals[i] = true, nil
 		return
 	}
 	s.vals[i] = append(s.vals[i], b...)
@@ -258,24 +258,38 @@ func (s *Scan) feedRune() {
 
 // beginValue starts the value whose first byte is b.
 func (s *Scan) beginValue(b byte) {
-	if len(s.stack) == 0 {
+	switch {
+	case len(s.stack) == 0:
 		s.top = b
+	case len(s.stack) == 1 && s.stack[0] == '[':
+		if s.count < len(s.elems) {
+			s.next = s.elems[s.count]
+		}
+		s.count++
 	}
 	if i := s.next; i >= 0 {
-		// A field looked for: the last of duplicates wins.
 		s.next = -1
-		if i == s.nestedAt {
+		switch {
+		case i == s.nestedAt && s.merge:
+			if b == '{' {
+				s.nested.restart()
+				s.feedRaw = true
+			}
+			// A null adds nothing; a value of another type fails the
+			// decoding, whatever comes after it.
+			if k := s.nestedKind; k == 0 || k == 'n' || k == '{' && b != 'n' {
+				s.nestedKind = b
+			}
+		case i == s.nestedAt:
+			// The last of duplicates wins.
 			s.nested.Reset()
 			s.nestedKind, s.nestedErr = b, nil
 			s.feedRaw, s.feedString = b == '{', b == '"'
-		} else if b == 'n' && s.vals[i] != nil {
-			// A null after a value: kept as what follows it (Object).
-			s.nullAfter[i] = true
-		} else {
-			s.capture, s.vals[i], s.nullAfter[i] = i, s.vals[i][:0], false
-			if s.tooLong == s.names[i] {
-				s.tooLong = ""
+		default:
+			if s.vals[i] != nil {
+				s.keep(i, []byte(`,"`+s.names[i]+`":`))
 			}
+			s.capture = i
 		}
 	}
 	switch {
@@ -342,7 +356,9 @@ func (s *Scan) valueEnded() {
 				s.feed(nil)
 			}
 			s.feedRaw, s.feedString = false, false
-			s.nestedErr = s.nested.Finish()
+			if err := s.nested.Finish(); s.nestedErr == nil {
+				s.nestedErr = err // a merged field's first error stands
+			}
 		}
 	}
 	s.state = jsAfter

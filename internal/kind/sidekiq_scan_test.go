@@ -100,7 +100,8 @@ var jsonScanSeeds = []string{
 	`{"payload":"{\"jid\":\"a\ud800\"}"}`, `{"payload":"{\"jid\":\"\\ud800\\u0041\"}"}`, `{"payload":"{\"jid\":\"\\udc00\"}"}`,
 	"{\"queue\":\"\xff\xfe\"}", "{\"payload\":{\"jid\":\"\xff\"}}", `{"PAYLOAD":{"JID":"k"}}`,
 	`{"queue":"q","payload":"{\"jid\":\"a\",\"jid\":null}","run_at":1}`, `{"enqueued_at":1,"enqueued_at":null}`,
-	`{"queue":"a","queue":null}`, `{"queue":null,"queue":"b"}`, `{"enqueued_at":null,"enqueued_at":7}`,
+	`{"queue":"a","queue":null}`, `{"queue":null,"queue":"b"}`, `{"queue":5,"queue":"a"}`, `{"enqueued_at":"x","enqueued_at":1}`,
+	`{"payload":{"jid":5,"jid":"a"}}`, `{"run_at":1e400,"run_at":1,"payload":{"jid":"a"}}`, `{"enqueued_at":null,"enqueued_at":7}`,
 	`{"\u0065\u006e\u0071\u0075\u0065\u0075\u0065\u0064\u005f\u0061\u0074":1796183290}`,
 	strings.Repeat("[", 10001) + strings.Repeat("]", 10001), `{"a":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `,"enqueued_at":5}`,
 }
