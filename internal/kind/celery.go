@@ -2,7 +2,6 @@ package kind
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -43,7 +42,9 @@ import (
 // are counted under the queue their routing key names. Beyond that many,
 // unacked messages are not counted. An index entry whose message is
 // missing, or a message that is not the JSON kombu writes, is skipped and
-// counted as bad_value.
+// counted as bad_value; one whose exchange, routing key, or header id,
+// task or retries is longer than the exporter reads (the messages stream,
+// celery_unacked.go), as value_too_large.
 func init() {
 	registerFramework(config.KindCelery, func() frameworkLayout {
 		return &celeryLayout{heads: map[string]celeryHead{}, stream: newStreamReader()}
@@ -154,7 +155,7 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 	}
 	_, _ = pipe.Exec(ctx)
 
-	// Round 2: each queue's lists, and the unacked messages.
+	// Round 2: the lengths of each queue's lists.
 	pipe = cl.Pipeline()
 	frs := make([]*FrameworkRead, len(keys))
 	queues := map[string]*celeryQueue{}
@@ -197,27 +198,30 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 			fr.Queues = append(fr.Queues, QueueJobs{Queue: name}) // filled below
 		}
 	}
-	var tags []string
-	var delivered []float64
-	var msgs *redis.SliceCmd
+	_, _ = pipe.Exec(ctx)
+
+	// Round 3, streamed: each queue's next message, and the unacked ones.
+	var streamed []*streamedRead
+	var unacked *streamedRead
 	if index != nil {
 		zs, err := index.Result()
+		var tags []string
 		if ok, err := partJudge(&reads[0], ownerOr(owner), "unacked_index", err); err != nil {
 			return err
 		} else if ok {
 			for _, z := range zs {
 				tag, _ := z.Member.(string)
 				tags = append(tags, tag)
-				delivered = append(delivered, z.Score)
 			}
 		}
 		if len(tags) > 0 {
-			msgs = pipe.HMGet(ctx, "unacked", tags...)
+			scan, bad := newCeleryUnackedScan(), ownerOr(owner)
+			unacked = streamHMGet("unacked", tags, scan, func(i int, found bool) {
+				c.unacked(bad, queues, byRoute, tags[i], zs[i].Score, scan, found)
+			})
+			streamed = append(streamed, unacked)
 		}
 	}
-	_, _ = pipe.Exec(ctx)
-
-	var heads []*streamedRead
 	d := xxhash.New()
 	for name, q := range queues {
 		for j := range q.lens {
@@ -228,14 +232,26 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 				q.q.Jobs[JobWaiting] += q.lens[j].Val()
 				head := &q.heads[j]
 				// Its error, if any, is the list's, judged above.
-				heads = append(heads, streamLIndex(key, -1, d, func() { head.hash, head.ok = d.Sum64(), true }))
+				streamed = append(streamed, streamLIndex(key, -1, d, func() { head.hash, head.ok = d.Sum64(), true }))
 			}
 		}
 	}
-	if err := c.l.stream.read(ctx, cl, heads); err != nil {
+	if err := c.l.stream.read(ctx, cl, streamed); err != nil {
 		return err
 	}
+	if unacked != nil {
+		// Its messages were counted as they streamed; an error reply
+		// (a hash of another type) brought none, and is judged here.
+		if _, err := partJudge(&reads[0], ownerOr(owner), "unacked", unacked.Err); err != nil {
+			return err
+		}
+	}
 	for name, q := range queues {
+		if q.lens == nil {
+			// Named only by unacked messages: its lists were not read
+			// in this batch, whose headSince would forget its head.
+			continue
+		}
 		var head uint64
 		haveHead := false
 		for _, h := range q.heads {
@@ -246,14 +262,6 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 			}
 		}
 		q.q.Waited(c.l.headSince(name, head, haveHead, c.now))
-	}
-	if msgs != nil {
-		vals, err := msgs.Result()
-		if ok, err := partJudge(&reads[0], ownerOr(owner), "unacked", err); err != nil {
-			return err
-		} else if ok {
-			c.unacked(owner, queues, byRoute, tags, delivered, vals)
-		}
 	}
 	for i, fr := range frs {
 		if fr == nil || reads[i].Status != redisread.OK {
@@ -274,58 +282,4 @@ func ownerOr(fr *FrameworkRead) *FrameworkRead {
 		return &FrameworkRead{}
 	}
 	return fr
-}
-
-// celeryMessage is what the exporter uses of a kombu message.
-type celeryMessage struct {
-	Headers struct {
-		ID      string `json:"id"`
-		Task    string `json:"task"`
-		Retries int64  `json:"retries"`
-	} `json:"headers"`
-}
-
-// unacked counts the unacked messages under their queues: orphaned when
-// delivered more than visibility_timeout ago, else active.
-func (c *celeryReads) unacked(owner *FrameworkRead, queues map[string]*celeryQueue, byRoute map[string]string, tags []string, delivered []float64, vals []any) {
-	owner = ownerOr(owner)
-	for i, tag := range tags {
-		raw, ok := vals[i].(string)
-		if !ok {
-			owner.Bad = append(owner.Bad, BadData{Key: "unacked", Reason: redisread.SkipBadValue,
-				Detail: fmt.Sprintf("delivery tag %s is in unacked_index but not in unacked", tag), Vanished: true})
-			continue
-		}
-		var entry []json.RawMessage
-		var exchange, route string
-		var msg celeryMessage
-		if err := json.Unmarshal([]byte(raw), &entry); err != nil || len(entry) != 3 ||
-			json.Unmarshal(entry[1], &exchange) != nil || json.Unmarshal(entry[2], &route) != nil ||
-			json.Unmarshal(entry[0], &msg) != nil {
-			owner.Bad = append(owner.Bad, BadData{Key: "unacked", Reason: redisread.SkipBadValue,
-				Detail: fmt.Sprintf("delivery tag %s: not kombu's [message, exchange, routing_key] JSON", tag)})
-			continue
-		}
-		name := byRoute[exchange+celerySep+route]
-		if name == "" {
-			name = route
-		}
-		q := queues[name]
-		if q == nil {
-			if !c.l.watches(name) {
-				continue
-			}
-			// A queue with unacked messages and no binding read in
-			// this batch.
-			q = &celeryQueue{q: NewQueueJobs(name)}
-			queues[name] = q
-			owner.Queues = append(owner.Queues, QueueJobs{Queue: name})
-		}
-		at := int64(delivered[i] * 1000)
-		if c.now-at > c.l.visibility {
-			q.q.AddOrphan(Job{ID: msg.Headers.ID, Name: msg.Headers.Task, Started: at, Attempts: msg.Headers.Retries})
-		} else {
-			q.q.Jobs[JobActive]++
-		}
-	}
 }

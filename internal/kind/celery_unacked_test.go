@@ -2,7 +2,11 @@ package kind
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -11,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/jsonfields"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
@@ -205,13 +210,154 @@ func checkCeleryUnacked(t *testing.T, cases []celeryUnackedCase, got map[string]
 	}
 }
 
+// celeryTooLargeCases have a field the exporter reads longer than the
+// scan keeps (jsonfields.FieldMax), which decoding the whole value read:
+// value_too_large. A long field that is not read changes nothing, and a
+// value that is not kombu's JSON stays bad_value.
+var celeryTooLargeCases = func() []celeryUnackedCase {
+	long := strings.Repeat("x", jsonfields.FieldMax)
+	half := strings.Repeat("x", jsonfields.FieldMax/2)
+	return []celeryUnackedCase{
+		{"t-longid", str(`[{"headers": {"id": "` + long + `"}}, "", "q-longid"]`), celeryOrphanAge, "value_too_large"},
+		{"t-longtask", str(`[{"headers": {"task": "` + long + `"}}, "", "q-longtask"]`), celeryActiveAge, "value_too_large"},
+		{"t-longroute", str(`[{}, "", "q-` + long + `"]`), celeryOrphanAge, "value_too_large"},
+		{"t-longexchange", str(`[{}, "` + long + `", "q-longexchange"]`), celeryOrphanAge, "value_too_large"},
+		{"t-repeatedid", str(`[{"headers": {"id": "` + half + `"}, "headers": {"id": "` + half + `"}}, "", "q-repeatedid"]`), celeryOrphanAge, "value_too_large"},
+		{"t-longargs", str(`[{"headers": {"argsrepr": "` + long + long + `", "id": "i", "task": "t", "retries": 3}}, "", "q-longargs"]`), celeryOrphanAge,
+			fmt.Sprintf("orphaned q-longargs i|t|3|%d", celeryNow-celeryOrphanAge)},
+		{"t-longbad", str(`[{"headers": {"id": "` + long + `"}}, "", "q-longbad", 4]`), celeryOrphanAge, "bad_value"},
+	}
+}()
+
 // TestCeleryUnackedMessages: each unacked message counts under the queue
 // its exchange and routing key name, orphaned (with its id, task and
 // retries) when delivered more than visibility_timeout ago, else active;
 // one that is not kombu's JSON, or whose headers are of the wrong types,
-// is skipped as bad_value, and one missing from unacked as vanished.
+// is skipped as bad_value, one missing from unacked as vanished, and one
+// with a field read longer than the exporter reads as value_too_large.
 func TestCeleryUnackedMessages(t *testing.T) {
 	rc := redistest.Start(t).Client()
-	writeCeleryUnacked(t, rc, celeryUnackedCases)
-	checkCeleryUnacked(t, celeryUnackedCases, readCeleryUnacked(t, rc))
+	cases := append(append([]celeryUnackedCase(nil), celeryUnackedCases...), celeryTooLargeCases...)
+	writeCeleryUnacked(t, rc, cases)
+	checkCeleryUnacked(t, cases, readCeleryUnacked(t, rc))
+}
+
+// TestClusterCeleryUnackedMessages: through a cluster client, unacked is
+// streamed from its own node, with the same results.
+func TestClusterCeleryUnackedMessages(t *testing.T) {
+	cc := redistest.StartCluster(t, 3, 0).Client()
+	writeCeleryUnacked(t, cc, celeryUnackedCases)
+	checkCeleryUnacked(t, celeryUnackedCases, readCeleryUnacked(t, cc))
+}
+
+// TestCeleryUnackedThroughGoRedis: a client the raw path cannot dial
+// (here, an OnConnect hook) reads unacked whole through go-redis, with the
+// same results.
+func TestCeleryUnackedThroughGoRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, OnConnect: func(context.Context, *redis.Conn) error { return nil }})
+	t.Cleanup(func() { _ = rc.Close() })
+	cases := append(append([]celeryUnackedCase(nil), celeryUnackedCases...), celeryTooLargeCases...)
+	writeCeleryUnacked(t, rc, cases)
+	checkCeleryUnacked(t, cases, readCeleryUnacked(t, rc))
+}
+
+// wholeCeleryUnacked is the decoding of a whole unacked value that the
+// streaming scan replaced: what it made of a value is what the scan must
+// make of it.
+func wholeCeleryUnacked(raw string) (celeryUnacked, error) {
+	var entry []json.RawMessage
+	var exchange, route string
+	var msg struct {
+		Headers celeryHeaders `json:"headers"`
+	}
+	if err := json.Unmarshal([]byte(raw), &entry); err != nil || len(entry) != 3 ||
+		json.Unmarshal(entry[1], &exchange) != nil || json.Unmarshal(entry[2], &route) != nil ||
+		json.Unmarshal(entry[0], &msg) != nil {
+		return celeryUnacked{}, errors.New("not kombu's JSON")
+	}
+	return celeryUnacked{Exchange: exchange, Route: route, Headers: msg.Headers}, nil
+}
+
+var celeryScanSeeds = func() []string {
+	var seeds []string
+	for _, c := range celeryUnackedCases {
+		if c.value != nil {
+			seeds = append(seeds, *c.value)
+		}
+	}
+	return append(seeds, `[{},"",""]`, `[{"headers":{}},"a","b"]`, `[{"headers":{"id":"a"}},"e\u0041","r\ud800"]`,
+		`[{"headers":{"id":"a"},"headers":"x"}, "", ""]`, `[{"headers":{"id":"a"},"headers":{"id":null}}, "", ""]`,
+		`[{"headers":{"id":"a","task":"t"},"headers":{"id":"b"},"headers":null,"headers":{"retries":1}}, "", ""]`,
+		`[{"headers":{"task":"t","task":5}}, "", ""]`, `[{"headers":null,"headers":[]}, "", ""]`, `[{"x":1,"headers":{}}, null, null]`,
+		`[{"headers":{"id":"a"}}, "", ""`, `[{"headers":{"id":"a"}} "", ""]`, `[{"headers":{"id":"a"}}, "", "",]`, `[,]`, `[1,2,3]`,
+		`[{"headers":{"x":[{"id":"no"}],"id":"yes"}},"",""]`, `[{"HeAdErS":{"Id":"i","TASK":"t","rEtRiEs":-7}},"",""]`,
+		`[{"headers":{"retries":0.0}},"",""]`, `[{"headers":{"retries":-9223372036854775808}},"",""]`, `[{"headers":{"retries":true}},"",""]`,
+		`[{"headers":{"id":"\u0000"}},"",""]`, "[{\"headers\":{\"id\":\"\x01\"}},\"\",\"\"]", `[{"\u0068eaders":{"\u0069d":"e"}},"",""]`,
+		`[{"headers":{"id":"a"}},"",""]   `, `[{"headers":{"id":"a"}},"",""] []`, `[[1],"",""]`, `[true,"",""]`, `[{},"",[]]`,
+		strings.Repeat("[", 10001)+strings.Repeat("]", 10001), `[{"body":`+strings.Repeat("[", 9998)+strings.Repeat("]", 9998)+`,"headers":{"id":"d"}},"",""]`)
+}()
+
+// sameAsWholeCelery checks that the scan, fed v in pieces of n bytes,
+// makes of it what the whole decoding made.
+func sameAsWholeCelery(t *testing.T, s *jsonfields.Scan, v string, n int) {
+	t.Helper()
+	s.Reset()
+	for rest := v; len(rest) > 0; {
+		k := min(n, len(rest))
+		_, _ = io.WriteString(s, rest[:k])
+		rest = rest[k:]
+	}
+	got, err := celeryUnackedOf(s)
+	want, werr := wholeCeleryUnacked(v)
+	if errors.Is(err, errJSONFieldTooLarge) {
+		return // whole, it was read; streamed, it is not
+	}
+	if (err == nil) != (werr == nil) || err == nil && got != want {
+		t.Errorf("%q in %d-byte pieces: %+v %v, whole %+v %v", v, n, got, err, want, werr)
+	}
+}
+
+// TestCeleryScanMatchesWhole: streamed in pieces of any size, an unacked
+// value gives what encoding/json gave of the whole value (errors alike).
+func TestCeleryScanMatchesWhole(t *testing.T) {
+	s := newCeleryUnackedScan()
+	for _, v := range celeryScanSeeds {
+		for _, n := range []int{1, 2, 3, 7, 64, len(v) + 1} {
+			sameAsWholeCelery(t, s, v, n)
+		}
+	}
+}
+
+func FuzzCeleryScanMatchesWhole(f *testing.F) {
+	for _, v := range celeryScanSeeds {
+		f.Add(v, uint8(3))
+	}
+	s := newCeleryUnackedScan()
+	f.Fuzz(func(t *testing.T, v string, n uint8) {
+		sameAsWholeCelery(t, s, v, int(n)+1)
+	})
+}
+
+// TestCeleryBigUnackedStreamed: an unacked message of 32 MB (a 24 MB
+// body, and 8 MB of argsrepr in its headers) is counted and named while
+// the read holds a small part of it: messages stream over a raw
+// connection, through a scan that keeps only the fields read.
+func TestCeleryBigUnackedStreamed(t *testing.T) {
+	rc := redistest.Start(t).Client()
+	big := `[{"body": "` + strings.Repeat("b", 24<<20) + `", "headers": {"argsrepr": "` + strings.Repeat("a", 8<<20) +
+		`", "id": "id-big", "task": "tasks.big", "retries": 1}, "properties": {"delivery_tag": "d3"}}, "", "q-big"]`
+	cases := []celeryUnackedCase{
+		{"t-big", &big, celeryOrphanAge, fmt.Sprintf("orphaned q-big id-big|tasks.big|1|%d", celeryNow-celeryOrphanAge)},
+		celeryUnackedCases[1],
+	}
+	writeCeleryUnacked(t, rc, cases)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got := readCeleryUnacked(t, rc)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+		t.Errorf("reading a 32 MB unacked message allocated %d bytes", n)
+	}
+	checkCeleryUnacked(t, cases, got)
 }

@@ -13,20 +13,21 @@ import (
 )
 
 // A queue framework's reads that may bring any number of bytes (a queue's
-// next job, a process's work hash, the first scheduled jobs: each a job's
-// JSON with all its arguments) go over raw connections (internal/resp)
-// and are streamed into what keeps the little the layout uses of them.
-// Through go-redis each was read whole every sweep: one 100 MB job took
-// the exporter's peak RSS to 415 MB at the head of a Sidekiq queue, 320 MB
-// at a Celery queue's, 627 MB in a work hash; streamed, 24 MB in each.
-// They are the framework's own commands (LINDEX, HGETALL, ZRANGE), which
-// the documented ACL grants, sent to the node each key lives on: the
-// discovery key's client when it is one server, the cluster client's
-// node for the key otherwise. What cannot go raw is read through go-redis
-// and held whole for a moment, as before: a client the raw path cannot
-// dial (resp.Client), and a key that answers MOVED or ASK (a slot moving,
-// a cluster read from replicas through a node's client, whose raw
-// connection sends no READONLY), which go-redis follows or reports.
+// next job, a process's work hash, the first scheduled jobs, Celery's
+// unacked messages: each a job's JSON with all its arguments) go over raw
+// connections (internal/resp) and are streamed into what keeps the little
+// the layout uses of them. Through go-redis each was read whole every
+// sweep: one 100 MB job took the exporter's peak RSS to 415 MB at the
+// head of a Sidekiq queue, 320 MB at a Celery queue's, 627 MB in a work
+// hash; streamed, 24 MB in each. They are the framework's own commands
+// (LINDEX, HGETALL, ZRANGE, HMGET), which the documented ACL grants,
+// sent to the node each key lives on: the discovery key's client when it
+// is one server, the cluster client's node for the key otherwise. What
+// cannot go raw is read through go-redis and held whole for a moment, as
+// before: a client the raw path cannot dial (resp.Client), and a key that
+// answers MOVED or ASK (a slot moving, a cluster read from replicas
+// through a node's client, whose raw connection sends no READONLY), which
+// go-redis follows or reports.
 
 // streamedRead is one such read.
 type streamedRead struct {
@@ -159,6 +160,51 @@ func streamZRange(key string, n int64, m streamSink, member func(score float64))
 				s, _ := z.Member.(string)
 				_, _ = io.WriteString(m, s)
 				member(z.Score)
+			}
+			return nil
+		}
+	}
+	return r
+}
+
+// streamHMGet is HMGET key fields..., each value streamed into v; value
+// is called after each with the field's index and whether the hash has
+// it.
+func streamHMGet(key string, fields []string, v streamSink, value func(i int, found bool)) *streamedRead {
+	r := &streamedRead{args: append([]string{"HMGET", key}, fields...)}
+	r.raw = func(c *resp.Conn) ([]byte, error) {
+		n, errMsg, err := c.ReadArrayHead()
+		switch {
+		case err != nil || errMsg != nil:
+			return errMsg, err
+		case n != len(fields):
+			return nil, fmt.Errorf("HMGET %s: %d values for %d fields", key, n, len(fields))
+		}
+		for i := range n {
+			v.Reset()
+			none, msg, err := c.ReadBulkTo(v)
+			if err != nil {
+				return nil, err
+			}
+			if msg != nil {
+				return nil, fmt.Errorf("HMGET %s: a value that is not a string", key)
+			}
+			value(i, !none)
+		}
+		return nil, nil
+	}
+	r.whole = func(ctx context.Context, p redis.Pipeliner) func() error {
+		cmd := p.HMGet(ctx, key, fields...)
+		return func() error {
+			vals, err := cmd.Result()
+			if err != nil {
+				return err
+			}
+			for i, val := range vals {
+				v.Reset()
+				s, found := val.(string)
+				_, _ = io.WriteString(v, s)
+				value(i, found)
 			}
 			return nil
 		}
