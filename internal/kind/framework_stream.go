@@ -19,15 +19,15 @@ import (
 // the layout uses of them. Through go-redis each was read whole every
 // sweep: one 100 MB job took the exporter's peak RSS to 415 MB at the
 // head of a Sidekiq queue, 320 MB at a Celery queue's, 627 MB in a work
-// hash; streamed, 24 MB in each. They are the framework's own commands
-// (LINDEX, HGETALL, ZRANGE, HMGET), which the documented ACL grants,
-// sent to the node each key lives on: the discovery key's client when it
-// is one server, the cluster client's node for the key otherwise. What
-// cannot go raw is read through go-redis and held whole for a moment, as
-// before: a client the raw path cannot dial (resp.Client), and a key that
-// answers MOVED or ASK (a slot moving, a cluster read from replicas
-// through a node's client, whose raw connection sends no READONLY), which
-// go-redis follows or reports.
+// hash, 523 MB in `unacked`; streamed, 24 MB in each. They are the
+// framework's own commands (LINDEX, HGETALL, ZRANGE, HMGET), which the
+// documented ACL grants, sent to the node each key lives on: the
+// discovery key's client when it is one server, the cluster client's
+// node for the key otherwise. What cannot go raw is read through go-redis
+// and held whole for a moment, as before: a client the raw path cannot
+// dial (resp.Client), and a key that answers MOVED or ASK (a slot moving,
+// a cluster read from replicas through a node's client, whose raw
+// connection sends no READONLY), which go-redis follows or reports.
 
 // streamedRead is one such read.
 type streamedRead struct {
