@@ -51,8 +51,11 @@ func celeryUnackedOf(s *jsonfields.Scan) (celeryUnacked, error) {
 	if err := s.Finish(); err != nil {
 		return u, fmt.Errorf("not JSON: %w", err)
 	}
-	if s.Top() != '[' || s.Len() != 3 {
-		return u, fmt.Errorf("a JSON %s, not an array of three", jsonfields.KindOf(s.Top()))
+	switch {
+	case s.Top() != '[':
+		return u, fmt.Errorf("a JSON %s, not an array", jsonfields.KindOf(s.Top()))
+	case s.Len() != 3:
+		return u, fmt.Errorf("an array of %d, not of three", s.Len())
 	}
 	switch s.TooLong() {
 	case "1":
