@@ -87,19 +87,25 @@ func streamLIndex(key string, index int64, w streamSink, got func()) *streamedRe
 func streamHGetAll(key string, f, v streamSink, pair func()) *streamedRead {
 	r := &streamedRead{args: []string{"HGETALL", key}}
 	r.raw = func(c *resp.Conn) ([]byte, error) {
-		// A RESP2 HGETALL reply is ZRANGE WITHSCORES's shape: an array
-		// of pairs.
-		n, _, errMsg, err := c.ReadSlotHead(true)
-		if err != nil || errMsg != nil {
-			return errMsg, err
+		// A RESP2 HGETALL reply is an array of field, value, field, ...
+		n, errMsg, err := c.ReadArrayHead()
+		switch {
+		case err != nil:
+			// The resp package's errors do not say which command's reply
+			// broke them, and a connection runs several.
+			return nil, fmt.Errorf("HGETALL %s: %w", key, err)
+		case errMsg != nil:
+			return errMsg, nil
+		case n%2 != 0:
+			return nil, fmt.Errorf("HGETALL %s: %d elements, not field and value pairs", key, n)
 		}
-		for range n {
+		for range n / 2 {
 			f.Reset()
 			v.Reset()
 			for _, w := range []io.Writer{f, v} {
 				none, msg, err := c.ReadBulkTo(w)
 				if err != nil {
-					return nil, err
+					return nil, fmt.Errorf("HGETALL %s: %w", key, err)
 				}
 				if none || msg != nil {
 					return nil, fmt.Errorf("HGETALL %s: a field or value that is not a string", key)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
+	"github.com/slotexporter/slot_exporter/internal/resp"
 )
 
 // bigJob is a Sidekiq job whose arguments are size bytes, its
@@ -140,5 +142,39 @@ func TestCeleryBigHeadStreamed(t *testing.T) {
 	}
 	if h := l.heads["celery"]; h.hash != xxhash.Sum64String(big) {
 		t.Errorf("the head's hash %x, want the message's %x", h.hash, xxhash.Sum64String(big))
+	}
+}
+
+// TestStreamHGetAllNamesItsCommand: a reply HGETALL's read cannot parse
+// fails with an error that names HGETALL and its key (the raw connection
+// carries other commands' replies too); an error reply is Redis's own.
+func TestStreamHGetAllNamesItsCommand(t *testing.T) {
+	for _, c := range []struct{ reply, want string }{
+		{":1\r\n", "HGETALL p:work: "},
+		{"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n", "HGETALL p:work: 3 elements, not field and value pairs"},
+		{"*2\r\n$1\r\na\r\n:5\r\n", "HGETALL p:work: "},
+	} {
+		client, server := net.Pipe()
+		go func() {
+			_, _ = server.Write([]byte(c.reply))
+			_ = server.Close()
+		}()
+		var f, v strings.Builder
+		r := streamHGetAll("p:work", &f, &v, func() {})
+		errMsg, err := r.raw(resp.NewConn(client, 10*time.Second))
+		_ = client.Close()
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), "ZRANGE") || errMsg != nil {
+			t.Errorf("%q: %q, %v; want an error starting %q", c.reply, errMsg, err, c.want)
+		}
+	}
+	client, server := net.Pipe()
+	defer client.Close()
+	go func() {
+		_, _ = server.Write([]byte("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"))
+	}()
+	var f, v strings.Builder
+	errMsg, err := streamHGetAll("p:work", &f, &v, func() {}).raw(resp.NewConn(client, 10*time.Second))
+	if err != nil || !strings.HasPrefix(string(errMsg), "WRONGTYPE") {
+		t.Errorf("an error reply: %q, %v", errMsg, err)
 	}
 }
