@@ -44,7 +44,8 @@ import (
 // missing, or a message that is not the JSON kombu writes, is skipped and
 // counted as bad_value; one whose exchange, routing key, or header id,
 // task or retries is longer than the exporter reads (the messages stream,
-// celery_unacked.go), as value_too_large.
+// celery_unacked.go), as value_too_large, and so is an index entry whose
+// delivery tag is (celeryIndex), its message not read.
 func init() {
 	registerFramework(config.KindCelery, func() frameworkLayout {
 		return &celeryLayout{heads: map[string]celeryHead{}, stream: newStreamReader()}
@@ -149,11 +150,21 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 	first := !c.unackedDone
 	c.unackedDone = true
 	c.mu.Unlock()
-	var index *redis.ZSliceCmd
+	var index *celeryIndex
+	indexRead := make(chan error, 1)
 	if first {
-		index = pipe.ZRangeWithScores(ctx, "unacked_index", 0, celeryUnackedScan-1)
+		// Streamed on a raw connection while the bindings are read on
+		// go-redis's: its tags are not needed before round 3, so it
+		// adds no round of its own.
+		index = readCeleryIndex()
+		go func() { indexRead <- c.l.stream.read(ctx, cl, []*streamedRead{index.read}) }()
 	}
 	_, _ = pipe.Exec(ctx)
+	if index != nil {
+		if err := <-indexRead; err != nil {
+			return err
+		}
+	}
 
 	// Round 2: the lengths of each queue's lists.
 	pipe = cl.Pipeline()
@@ -204,20 +215,18 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 	var streamed []*streamedRead
 	var unacked *streamedRead
 	if index != nil {
-		zs, err := index.Result()
-		var tags []string
-		if ok, err := partJudge(&reads[0], ownerOr(owner), "unacked_index", err); err != nil {
+		bad := ownerOr(owner)
+		ok, err := partJudge(&reads[0], bad, "unacked_index", index.read.Err)
+		if err != nil {
 			return err
-		} else if ok {
-			for _, z := range zs {
-				tag, _ := z.Member.(string)
-				tags = append(tags, tag)
-			}
 		}
-		if len(tags) > 0 {
-			scan, bad := newCeleryUnackedScan(), ownerOr(owner)
+		if ok {
+			bad.Bad = append(bad.Bad, index.long...)
+		}
+		if tags := index.tags; ok && len(tags) > 0 {
+			scan := newCeleryUnackedScan()
 			unacked = streamHMGet("unacked", tags, scan, func(i int, found bool) {
-				c.unacked(bad, queues, byRoute, tags[i], zs[i].Score, scan, found)
+				c.unacked(bad, queues, byRoute, tags[i], index.delivered[i], scan, found)
 			})
 			streamed = append(streamed, unacked)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -176,6 +177,16 @@ func readCeleryUnacked(t *testing.T, rc redis.Cmdable) map[string]string {
 		}
 	}
 	for _, b := range fr.Bad {
+		if b.Key == "unacked_index" {
+			// A tag too long to be read is named by its length.
+			m := celeryTagLength.FindStringSubmatch(b.Detail)
+			if m == nil {
+				t.Errorf("bad data of unacked_index that names no tag's length: %+v", b)
+				continue
+			}
+			add("bytes:"+m[1], b.Reason.String()+" in unacked_index")
+			continue
+		}
 		f := strings.Fields(b.Detail)
 		if b.Key != "unacked" || len(f) < 3 || f[0] != "delivery" || f[1] != "tag" {
 			t.Errorf("bad data not of an unacked message: %+v", b)
@@ -190,15 +201,21 @@ func readCeleryUnacked(t *testing.T, rc redis.Cmdable) map[string]string {
 	return got
 }
 
+var celeryTagLength = regexp.MustCompile(`^delivery tag ".*"\.\.\. is (\d+) bytes`)
+
 // checkCeleryUnacked compares what a sweep made of cases with what each
 // wants.
 func checkCeleryUnacked(t *testing.T, cases []celeryUnackedCase, got map[string]string) {
 	t.Helper()
 	for _, c := range cases {
-		if got[c.tag] != c.want {
-			t.Errorf("%s: %q, want %q", c.tag, got[c.tag], c.want)
+		tag := c.tag
+		if _, ok := got[tag]; !ok {
+			tag = fmt.Sprintf("bytes:%d", len(c.tag))
 		}
-		delete(got, c.tag)
+		if got[tag] != c.want {
+			t.Errorf("%.40s (%d bytes): %q, want %q", c.tag, len(c.tag), got[tag], c.want)
+		}
+		delete(got, tag)
 	}
 	var extra []string
 	for tag, what := range got {
@@ -229,15 +246,37 @@ var celeryTooLargeCases = func() []celeryUnackedCase {
 	}
 }()
 
+// celeryLongTagCase is an unacked message under a delivery tag of n
+// bytes (kombu's are 36): one to be counted ("active") is routed to a
+// queue named after its tag, any other to q-unread, which nothing may
+// count.
+func celeryLongTagCase(n int, want string) celeryUnackedCase {
+	name, route := strings.Repeat("l", n-2), "q-unread"
+	if want == "active" {
+		route = "q-" + name
+		want = "active " + route
+	}
+	return celeryUnackedCase{"t-" + name, str(kombuMessage("id-l", "tasks.add", 0, "", route)), celeryActiveAge, want}
+}
+
+// celeryLongTagCases: a delivery tag is read up to 512 bytes (as a lock's
+// token is); a longer one is value_too_large, its message not read.
+var celeryLongTagCases = []celeryUnackedCase{
+	celeryLongTagCase(512, "active"),
+	celeryLongTagCase(513, "value_too_large in unacked_index"),
+	celeryLongTagCase(1<<20, "value_too_large in unacked_index"),
+}
+
 // TestCeleryUnackedMessages: each unacked message counts under the queue
 // its exchange and routing key name, orphaned (with its id, task and
 // retries) when delivered more than visibility_timeout ago, else active;
 // one that is not kombu's JSON, or whose headers are of the wrong types,
 // is skipped as bad_value, one missing from unacked as vanished, and one
-// with a field read longer than the exporter reads as value_too_large.
+// with a field read longer than the exporter reads, or under a delivery
+// tag longer than it reads, as value_too_large.
 func TestCeleryUnackedMessages(t *testing.T) {
 	rc := redistest.Start(t).Client()
-	cases := append(append([]celeryUnackedCase(nil), celeryUnackedCases...), celeryTooLargeCases...)
+	cases := append(append(append([]celeryUnackedCase(nil), celeryUnackedCases...), celeryTooLargeCases...), celeryLongTagCases...)
 	writeCeleryUnacked(t, rc, cases)
 	checkCeleryUnacked(t, cases, readCeleryUnacked(t, rc))
 }
@@ -246,18 +285,20 @@ func TestCeleryUnackedMessages(t *testing.T) {
 // streamed from its own node, with the same results.
 func TestClusterCeleryUnackedMessages(t *testing.T) {
 	cc := redistest.StartCluster(t, 3, 0).Client()
-	writeCeleryUnacked(t, cc, celeryUnackedCases)
-	checkCeleryUnacked(t, celeryUnackedCases, readCeleryUnacked(t, cc))
+	cases := append(append([]celeryUnackedCase(nil), celeryUnackedCases...), celeryLongTagCases...)
+	writeCeleryUnacked(t, cc, cases)
+	checkCeleryUnacked(t, cases, readCeleryUnacked(t, cc))
 }
 
 // TestCeleryUnackedThroughGoRedis: a client the raw path cannot dial
-// (here, an OnConnect hook) reads unacked whole through go-redis, with the
-// same results.
+// (here, an OnConnect hook) reads unacked and unacked_index whole through
+// go-redis, with the same results: a tag too long is held for the
+// moment of its read, and not sent back.
 func TestCeleryUnackedThroughGoRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, OnConnect: func(context.Context, *redis.Conn) error { return nil }})
 	t.Cleanup(func() { _ = rc.Close() })
-	cases := append(append([]celeryUnackedCase(nil), celeryUnackedCases...), celeryTooLargeCases...)
+	cases := append(append(append([]celeryUnackedCase(nil), celeryUnackedCases...), celeryTooLargeCases...), celeryLongTagCases...)
 	writeCeleryUnacked(t, rc, cases)
 	checkCeleryUnacked(t, cases, readCeleryUnacked(t, rc))
 }
@@ -358,6 +399,24 @@ func TestCeleryBigUnackedStreamed(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
 		t.Errorf("reading a 32 MB unacked message allocated %d bytes", n)
+	}
+	checkCeleryUnacked(t, cases, got)
+}
+
+// TestCeleryBigDeliveryTagStreamed: a 32 MB member of unacked_index is
+// value_too_large, named by its length, while the read holds a small
+// part of it and sends none of it back; the other unacked messages count
+// as before.
+func TestCeleryBigDeliveryTagStreamed(t *testing.T) {
+	rc := redistest.Start(t).Client()
+	cases := append([]celeryUnackedCase{celeryLongTagCase(32<<20, "value_too_large in unacked_index")}, celeryUnackedCases[:3]...)
+	writeCeleryUnacked(t, rc, cases)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got := readCeleryUnacked(t, rc)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+		t.Errorf("reading a 32 MB delivery tag allocated %d bytes", n)
 	}
 	checkCeleryUnacked(t, cases, got)
 }
