@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,9 +21,9 @@ import (
 // sweep: one 100 MB job took the exporter's peak RSS to 415 MB at the
 // head of a Sidekiq queue, 320 MB at a Celery queue's, 627 MB in a work
 // hash, 523 MB in `unacked`; streamed, 24 MB in each. They are the
-// framework's own commands (LINDEX, HGETALL, ZRANGE, HMGET), which the
-// documented ACL grants, sent to the node each key lives on: the
-// discovery key's client when it is one server, the cluster client's
+// framework's own commands (LINDEX, HGETALL, ZRANGE, HMGET, SMEMBERS),
+// which the documented ACL grants, sent to the node each key lives on:
+// the discovery key's client when it is one server, the cluster client's
 // node for the key otherwise. What cannot go raw is read through go-redis
 // and held whole for a moment, as before: a client the raw path cannot
 // dial (resp.Client), and a key that answers MOVED or ASK (a slot moving,
@@ -218,6 +219,49 @@ func streamHMGet(key string, fields []string, v streamSink, value func(i int, fo
 	return r
 }
 
+// streamSMembers is SMEMBERS key, each member streamed into m; member is
+// called after each.
+func streamSMembers(key string, m streamSink, member func()) *streamedRead {
+	r := &streamedRead{args: []string{"SMEMBERS", key}}
+	r.raw = func(c *resp.Conn) ([]byte, error) {
+		n, errMsg, err := c.ReadArrayHead()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("SMEMBERS %s: %w", key, err)
+		case errMsg != nil:
+			return errMsg, nil
+		}
+		for range n {
+			m.Reset()
+			none, msg, err := c.ReadBulkTo(m)
+			if err != nil {
+				return nil, fmt.Errorf("SMEMBERS %s: %w", key, err)
+			}
+			if none || msg != nil {
+				return nil, fmt.Errorf("SMEMBERS %s: a member that is not a string", key)
+			}
+			member()
+		}
+		return nil, nil
+	}
+	r.whole = func(ctx context.Context, p redis.Pipeliner) func() error {
+		cmd := p.SMembers(ctx, key)
+		return func() error {
+			ms, err := cmd.Result()
+			if err != nil {
+				return err
+			}
+			for _, s := range ms {
+				m.Reset()
+				_, _ = io.WriteString(m, s)
+				member()
+			}
+			return nil
+		}
+	}
+	return r
+}
+
 // streamReader sends streamedReads over raw connections of its own,
 // kept idle between a sweep's batches (resp.Pool), by whether they read
 // a cluster's replicas.
@@ -233,6 +277,18 @@ func newStreamReader() *streamReader {
 // one's Err. A returned error is about a connection or a server and fails
 // the sweep, as partJudge's are.
 func (sr *streamReader) read(ctx context.Context, c redis.Cmdable, reads []*streamedRead) error {
+	return sr.readNodes(ctx, c, reads, false)
+}
+
+// readApart is read with the nodes read at once, as go-redis's pipeline
+// reads a cluster's: a round of reads over several nodes then takes one
+// round trip, not one a node. The reads' sinks and callbacks must share
+// nothing, as read's may (one digest for every queue's head).
+func (sr *streamReader) readApart(ctx context.Context, c redis.Cmdable, reads []*streamedRead) error {
+	return sr.readNodes(ctx, c, reads, true)
+}
+
+func (sr *streamReader) readNodes(ctx context.Context, c redis.Cmdable, reads []*streamedRead, apart bool) error {
 	if len(reads) == 0 {
 		return nil
 	}
@@ -273,12 +329,22 @@ func (sr *streamReader) read(ctx context.Context, c redis.Cmdable, reads []*stre
 	if readOnly {
 		pool = sr.pools[1]
 	}
-	for _, n := range nodes {
-		moved, err := sr.readRaw(ctx, pool, n.cl, n.reads)
-		if err != nil {
-			return fmt.Errorf("node %s: %w", n.cl.Options().Addr, err)
+	moved := make([][]*streamedRead, len(nodes))
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		if apart && len(nodes) > 1 {
+			wg.Go(func() { moved[i], errs[i] = sr.readRaw(ctx, pool, n.cl, n.reads) })
+		} else if moved[i], errs[i] = sr.readRaw(ctx, pool, n.cl, n.reads); errs[i] != nil {
+			break
 		}
-		whole = append(whole, moved...)
+	}
+	wg.Wait()
+	for i, n := range nodes {
+		if errs[i] != nil {
+			return fmt.Errorf("node %s: %w", n.cl.Options().Addr, errs[i])
+		}
+		whole = append(whole, moved[i]...)
 	}
 	if len(whole) == 0 {
 		return nil

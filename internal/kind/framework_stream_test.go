@@ -178,3 +178,35 @@ func TestStreamHGetAllNamesItsCommand(t *testing.T) {
 		t.Errorf("an error reply: %q, %v", errMsg, err)
 	}
 }
+
+// TestStreamSMembersNamesItsCommand: a reply SMEMBERS's read cannot parse
+// fails naming SMEMBERS and its key; an error reply is Redis's own.
+func TestStreamSMembersNamesItsCommand(t *testing.T) {
+	for _, c := range []struct{ reply, want string }{
+		{":1\r\n", "SMEMBERS _kombu.binding.celery: "},
+		{"*2\r\n$1\r\na\r\n:5\r\n", "SMEMBERS _kombu.binding.celery: "},
+		{"*2\r\n$1\r\na\r\n$-1\r\n", "SMEMBERS _kombu.binding.celery: a member that is not a string"},
+	} {
+		client, server := net.Pipe()
+		go func() {
+			_, _ = server.Write([]byte(c.reply))
+			_ = server.Close()
+		}()
+		var m strings.Builder
+		errMsg, err := streamSMembers("_kombu.binding.celery", &m, func() {}).raw(resp.NewConn(client, 10*time.Second))
+		_ = client.Close()
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || errMsg != nil {
+			t.Errorf("%q: %q, %v; want an error starting %q", c.reply, errMsg, err, c.want)
+		}
+	}
+	client, server := net.Pipe()
+	defer client.Close()
+	go func() {
+		_, _ = server.Write([]byte("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"))
+	}()
+	var m strings.Builder
+	errMsg, err := streamSMembers("_kombu.binding.celery", &m, func() {}).raw(resp.NewConn(client, 10*time.Second))
+	if err != nil || !strings.HasPrefix(string(errMsg), "WRONGTYPE") {
+		t.Errorf("an error reply: %q, %v", errMsg, err)
+	}
+}
