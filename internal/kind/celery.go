@@ -11,6 +11,7 @@ import (
 
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
+	"github.com/slotexporter/slot_exporter/internal/resp"
 )
 
 // celery reads Celery's Redis broker as kombu's Redis transport writes it
@@ -45,7 +46,8 @@ import (
 // counted as bad_value; one whose exchange, routing key, or header id,
 // task or retries is longer than the exporter reads (the messages stream,
 // celery_unacked.go), as value_too_large, and so is an index entry whose
-// delivery tag is (celeryIndex), its message not read.
+// delivery tag is (celeryIndex), its message not read, and a binding
+// member longer than redisread.MaxValueBytes (celeryBindings).
 func init() {
 	registerFramework(config.KindCelery, func() frameworkLayout {
 		return &celeryLayout{heads: map[string]celeryHead{}, stream: newStreamReader()}
@@ -140,42 +142,41 @@ type celeryQueue struct {
 }
 
 func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string, reads []redisread.KeyRead) error {
-	pipe := cl.Pipeline()
-	members := make([]*redis.StringSliceCmd, len(keys))
+	bindings := make([]*celeryBindings, len(keys))
+	round := make([]*streamedRead, len(keys), len(keys)+1)
 	for i, k := range keys {
 		reads[i].Key = k
-		members[i] = pipe.SMembers(ctx, k)
+		bindings[i] = readCeleryBindings(k)
+		round[i] = bindings[i].read
 	}
 	c.mu.Lock()
 	first := !c.unackedDone
 	c.unackedDone = true
 	c.mu.Unlock()
 	var index *celeryIndex
-	indexRead := make(chan error, 1)
 	if first {
-		// Streamed on a raw connection while the bindings are read on
-		// go-redis's: its tags are not needed before round 3, so it
-		// adds no round of its own.
+		// Its tags are not needed before round 3: read beside the
+		// bindings, it adds no round of its own.
 		index = readCeleryIndex()
-		go func() { indexRead <- c.l.stream.read(ctx, cl, []*streamedRead{index.read}) }()
+		round = append(round, index.read)
 	}
-	_, _ = pipe.Exec(ctx)
-	if index != nil {
-		if err := <-indexRead; err != nil {
-			return err
-		}
+	// Round 1, streamed: the bindings, and unacked_index with the first
+	// batch. Each read keeps its own members, so a cluster's nodes are
+	// read at once, as go-redis's pipeline read the bindings.
+	if err := c.l.stream.readApart(ctx, cl, round); err != nil {
+		return err
 	}
 
 	// Round 2: the lengths of each queue's lists.
-	pipe = cl.Pipeline()
+	pipe := cl.Pipeline()
 	frs := make([]*FrameworkRead, len(keys))
 	queues := map[string]*celeryQueue{}
 	byRoute := map[string]string{} // exchange + sep + routing key -> queue
 	var owner *FrameworkRead       // the read the unacked figures go into
 	for i, k := range keys {
 		r := &reads[i]
-		ms, err := members[i].Result()
-		if err != nil {
+		b := bindings[i]
+		if err := b.read.Err; err != nil {
 			if err := r.Judge(err); err != nil {
 				return err
 			}
@@ -190,10 +191,12 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 		if exchange == "celeryev" || strings.HasSuffix(exchange, ".pidbox") {
 			continue // fanout: pub/sub, no lists
 		}
-		for _, m := range ms {
+		fr.Bad = append(fr.Bad, b.long...)
+		for _, m := range b.members {
 			parts := strings.Split(m, celerySep)
 			if len(parts) != 3 || parts[2] == "" {
-				fr.Bad = append(fr.Bad, BadData{Key: k, Reason: redisread.SkipBadValue, Detail: fmt.Sprintf("binding %q is not routing key, pattern and queue", m)})
+				fr.Bad = append(fr.Bad, BadData{Key: k, Reason: redisread.SkipBadValue,
+					Detail: fmt.Sprintf("binding %s is not routing key, pattern and queue", celeryQuote(m, int64(len(m))))})
 				continue
 			}
 			name := parts[2]
@@ -282,6 +285,44 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 		reads[i].Extra = fr
 	}
 	return nil
+}
+
+// celeryBindings is the read of one binding set: its members up to
+// redisread.MaxValueBytes, and those longer. A member names a queue,
+// whose name goes back to Redis (LLEN, LINDEX), or when malformed goes
+// into a log line: read whole, a member of any length was held every
+// sweep, then sent back or logged whole (a 32 MB one allocated 235 MB,
+// 135 MB when malformed). So the set streams, each member kept up to the
+// bound of a lock's token; a longer one is value_too_large, not used.
+type celeryBindings struct {
+	read    *streamedRead
+	members []string
+	long    []BadData
+}
+
+func readCeleryBindings(key string) *celeryBindings {
+	b := &celeryBindings{}
+	m := resp.NewCapped(redisread.MaxValueBytes)
+	b.read = streamSMembers(key, m, func() {
+		if m.Cut() {
+			b.long = append(b.long, BadData{Key: key, Reason: redisread.SkipValueTooLarge,
+				Detail: fmt.Sprintf("binding %s is more than the %d bytes read (kombu's are a routing key, pattern and queue name): not used",
+					celeryQuote(string(m.Kept()[:32]), m.Len()), redisread.MaxValueBytes)})
+			return
+		}
+		b.members = append(b.members, string(m.Kept()))
+	})
+	return b
+}
+
+// celeryQuote names a member of n bytes, of which s is the first, in a
+// log line: whole up to 32 bytes, else by its first 32 and its length,
+// which tell one from another without a line of any length.
+func celeryQuote(s string, n int64) string {
+	if n <= 32 {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q... of %d bytes", s[:32], n)
 }
 
 // ownerOr is the read that bad data of shared keys is recorded in; a
