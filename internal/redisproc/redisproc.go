@@ -289,7 +289,8 @@ func (s *Server) Kill() {
 }
 
 // Restart kills the server and starts it again on the same port, empty
-// (there is no persistence).
+// (there is no persistence), unless it is a replica: a full sync leaves
+// an RDB file in Dir, which the start loads.
 func (s *Server) Restart() error {
 	s.Kill()
 	return s.start()

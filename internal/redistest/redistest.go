@@ -6,6 +6,8 @@ package redistest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -95,12 +97,27 @@ func (s *Server) ClientOf(db int) *redis.Client {
 	return c
 }
 
-// Restart kills the server and starts it again, empty, on the same port.
+// Restart kills the server and starts it again on the same port: empty,
+// but for a replica, which loads the RDB file its last full sync wrote
+// (a replica writes it with persistence off).
 func (s *Server) Restart() {
 	s.t.Helper()
 	if err := s.Server.Restart(); err != nil {
 		s.t.Fatal(err)
 	}
+}
+
+// RestartEmpty is Restart without the files a start loads, as a replica
+// comes back whose pod lost its disk: it holds nothing until it syncs.
+func (s *Server) RestartEmpty() {
+	s.t.Helper()
+	s.Kill()
+	for _, f := range []string{"dump.rdb", "appendonlydir"} {
+		if err := os.RemoveAll(filepath.Join(s.Dir, f)); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	s.Restart()
 }
 
 // Flush empties the server between sub-tests.
