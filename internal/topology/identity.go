@@ -2,6 +2,7 @@ package topology
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -32,7 +33,13 @@ type Identity struct {
 	// with its master ("" when INFO replication cannot be read).
 	Replica bool
 	ReplID  string
+	// Unsynced: the server is a replica that holds none of its master's
+	// data yet (unsynced). What it lacks is not gone: it must not be read.
+	Unsynced bool
 }
+
+// ErrUnsynced is a server whose Identity is Unsynced.
+var ErrUnsynced = errors.New("replica has not synced with its master since it started, and holds none of its data yet")
 
 // Identify reads a server's identity in one round trip (INFO server,
 // INFO commandstats, INFO stats and INFO replication).
@@ -60,8 +67,44 @@ func Identify(ctx context.Context, c redis.Cmdable) (Identity, error) {
 	}
 	if r, err := repl.Result(); err == nil {
 		id.Replica, id.ReplID = redisinfo.Field(r, "role") == "slave", redisinfo.Field(r, "master_replid")
+		id.Unsynced = unsynced(r, s)
 	}
 	return id, nil
+}
+
+// unsynced reports whether a server, by its INFO replication (repl) and
+// INFO server, is a replica that has not synced with its master since it
+// started and loaded nothing replicated from disk: one restarted without
+// persistence (or without its files) whose first sync has not finished,
+// its master stopped, refusing it or still sending. Read, every key looks
+// gone, and every hold that ends counts as lost. Redis 7.0 shows it as
+//
+//	master_link_status:down
+//	master_link_down_since_seconds:-1  (the link has not been up)
+//	master_repl_offset:0               (no data to resync from)
+//
+// whether its master is stopped, refuses its PSYNC or is sending its
+// data (master_sync_in_progress:1). That flag alone says nothing: a
+// replica that had synced keeps its data through a full resync, with 1
+// while it lasts, and a fresh one waiting for its master's fork shows 0.
+// Nor does master_replid, new at every start without a file. A replica
+// whose master died after the sync shows the link down since then and
+// its offset: it holds the data. So does one that loaded the RDB file its
+// last sync left (the file's offset), and it is read. One that loaded an
+// AOF shows offset 0, as Redis keeps none there, and waits for its sync
+// like an empty one. Before 7.0 a link never up is down since the epoch:
+// longer than the server has been up.
+func unsynced(repl, server string) bool {
+	if redisinfo.Field(repl, "role") != "slave" || redisinfo.Field(repl, "master_link_status") == "up" ||
+		redisinfo.Field(repl, "master_repl_offset") != "0" {
+		return false
+	}
+	down, err := strconv.ParseInt(redisinfo.Field(repl, "master_link_down_since_seconds"), 10, 64)
+	if err != nil {
+		return false
+	}
+	up, err := strconv.ParseInt(redisinfo.Field(server, "uptime_in_seconds"), 10, 64)
+	return down < 0 || err == nil && down > up
 }
 
 // SameData reports whether a server seen as prev and then as id holds the
@@ -70,7 +113,8 @@ func Identify(ctx context.Context, c redis.Cmdable) (Identity, error) {
 // restarted and synced again, or another replica of the same master (a
 // Sentinel's replica client picks one for each connection), has a new
 // run_id and its master's data: read as a restart, every hold that ended
-// in the next sweep counted as lost, on every shard.
+// in the next sweep counted as lost, on every shard. An Unsynced replica
+// holds no data to compare: it is not to be read at all.
 func SameData(prev, id Identity) bool {
 	if prev.Replica && id.Replica && prev.ReplID != "" {
 		return prev.ReplID == id.ReplID
