@@ -2,8 +2,10 @@ package reliabilitytest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +17,7 @@ import (
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
 	"github.com/slotexporter/slot_exporter/internal/redisinfo"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
+	"github.com/slotexporter/slot_exporter/internal/topology"
 )
 
 // lostCase makes the family's data vanish; it returns the client that
@@ -406,6 +409,69 @@ func TestReplicaRestartLosesNothing(t *testing.T) {
 	if w := e.records(slog.LevelWarn, "holds lost"); len(w) != 0 {
 		t.Errorf("a replica that restarted and synced again: %+v", w)
 	}
+}
+
+// TestUnsyncedReplicaIsNotRead: through Sentinel with read_from: replica,
+// the replica restarts without its data (no persistence, its files gone
+// with its pod) and waits for its sync: its master holds the fork back
+// (repl-diskless-sync-delay), as a master stopped or busy would. Read, it
+// had no keys, and the sweep ended all 20 holds as lost. The sweep fails
+// instead, saying why; the figures of the last sweep stay, and once the
+// replica has synced nothing was lost.
+func TestUnsyncedReplicaIsNotRead(t *testing.T) {
+	master := redistest.Start(t)
+	admin := master.Client()
+	replica := redistest.StartReplica(t, master)
+	sent := redistest.StartSentinel(t, "m", master, redistest.SentinelOptions{})
+	sent.WaitReplicas(1, 10*time.Second)
+	seedHolds(t, admin, "u", 10, 2, exportertest.RedisTime(t, admin)+115_000)
+	redistest.WaitReplicated(t, master, 1)
+	e := newExporter(t, configYAML("  mode: sentinel\n  master_name: m\n  read_from: replica\n  addrs: [\""+sent.Addr+"\"]\n",
+		quickSampling, streamsFamily))
+	e.sweep()
+	want := map[string]float64{liveS: 20, lostS: 0, releasedS: 0, expiredS: 0}
+	exportertest.Expect(t, e.metrics(), want)
+
+	exportertest.Must(t, admin.ConfigSet(ctx, "repl-diskless-sync-delay", "3600").Err())
+	replica.RestartEmpty()
+	// Sentinel lists the replica again once it has reconnected to it:
+	// until then go-redis, finding no replica, dials the master.
+	waitReplicaListed(t, sent, replica.Addr)
+	err := e.trySweep()
+	if !errors.Is(err, topology.ErrUnsynced) {
+		t.Fatalf("a sweep of the replica restarted empty: %v, want %v; %v", err, topology.ErrUnsynced, exportertest.Series(e.metrics(), "slot_holds_ended_total"))
+	}
+	exportertest.Expect(t, e.metrics(), want)
+	if r := e.records(slog.LevelError, "sweep failed"); len(r) != 1 || !strings.Contains(r[0].Attrs["err"], "has not synced") {
+		t.Errorf("want one error saying that the replica has not synced, got %+v", r)
+	}
+
+	exportertest.Must(t, admin.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err())
+	waitInSync(t, replica)
+	exportertest.Must(t, admin.ZRem(ctx, streamKey("u0"), "s0").Err())
+	redistest.WaitReplicated(t, master, 1)
+	e.sweep()
+	exportertest.Expect(t, e.metrics(), map[string]float64{liveS: 19, releasedS: 1, lostS: 0, expiredS: 0})
+	if w := e.records(slog.LevelWarn, "holds lost"); len(w) != 0 {
+		t.Errorf("a replica that synced after its restart: %+v", w)
+	}
+}
+
+// waitReplicaListed waits until the sentinel names the replica at addr
+// up: neither disconnected nor down.
+func waitReplicaListed(t *testing.T, sent *redistest.Sentinel, addr string) {
+	t.Helper()
+	c := redis.NewSentinelClient(&redis.Options{Addr: sent.Addr, DisableIdentity: true})
+	defer c.Close()
+	exportertest.WaitFor(t, time.Minute, "the sentinel to list the replica", func() bool {
+		rs, err := c.Replicas(ctx, sent.Name).Result()
+		for _, r := range rs {
+			if err == nil && net.JoinHostPort(r["ip"], r["port"]) == addr && r["flags"] == "slave" {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // waitInSync waits until replica has its master's data again.

@@ -2,6 +2,7 @@ package sweep_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -367,6 +368,67 @@ func TestClusterReadFromReplica(t *testing.T) {
 	}
 	fromMaster.Sweep()
 	expectSameDomain(t, "replica dead vs master", fromMaster.Metrics(), fromReplica.Metrics())
+}
+
+// TestClusterReplicaRestartedEmpty: reading replicas, a shard's replica
+// restarts without its data (no persistence, its files gone with its pod)
+// and waits for its sync: its master holds the fork back
+// (repl-diskless-sync-delay), as a busy one would. Restarted while a
+// sweep reads, after the sweep's check of the nodes, it was read empty
+// and every hold of its shard ended as lost: the sweep fails instead, and
+// the figures stay. Restarted before a sweep lists the nodes, it is read
+// around, on its master, as ROLE says it is not connected. Once it has
+// synced it is read again, and nothing was lost.
+func TestClusterReplicaRestartedEmpty(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3, 1)
+	ctx := context.Background()
+	// Heartbeats 4 minutes apart: no hold goes stale however long a busy
+	// machine takes.
+	h := newConfiguredHarness(t, clusterConfig(clusterSection(cl, "replica"), longTTL, 4*time.Minute), nil)
+	cc := cl.Client()
+	var users []string
+	for i := range 600 {
+		users = append(users, fmt.Sprintf("u%04d", i))
+	}
+	sets, members := len(users), 2*len(users)
+	writeLive(t, cc, users, redisTimeMs(t, cc))
+	cl.WaitReplicated()
+	h.Sweep()
+	exact(t, "before", h.Metrics(), sets, members)
+
+	replica := cl.Replicas()[0]
+	master := cl.NodeClient(cl.MasterOf(replica))
+	exportertest.Must(t, master.ConfigSet(ctx, "repl-diskless-sync-delay", "3600").Err())
+	var once sync.Once
+	h.Sweeper.AfterLostCheck(func() { once.Do(replica.RestartEmpty) })
+	err := h.Sweeper.SweepOnce(ctx)
+	if !errors.Is(err, topology.ErrUnsynced) || !strings.Contains(err.Error(), replica.Addr) {
+		t.Fatalf("a sweep that read the replica restarted empty: %v; want %v naming %s; %v", err, topology.ErrUnsynced, replica.Addr,
+			exportertest.Series(h.Metrics(), "slot_holds_ended_total"))
+	}
+	h.Sweeper.AfterLostCheck(nil)
+	exact(t, "the sweep that failed", h.Metrics(), sets, members)
+
+	before := exportertest.Calls(t, master, "pttl")
+	h.Sweep()
+	exact(t, "the replica unsynced", h.Metrics(), sets, members)
+	if exportertest.Calls(t, master, "pttl") == before {
+		t.Errorf("the master of the unsynced replica %s was not read", replica.Addr)
+	}
+
+	exportertest.Must(t, master.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err())
+	// Synced, the replica is listed again (CLUSTER SLOTS leaves a replica
+	// out until the gossip carries its replication offset), and read.
+	rc := cl.NodeClient(replica)
+	sweeps := 0
+	exportertest.WaitFor(t, 2*time.Minute, "a sweep that reads the synced replica", func() bool {
+		h.Sweep()
+		sweeps++
+		exact(t, fmt.Sprintf("the replica syncing or synced, sweep %d", sweeps), h.Metrics(), sets, members)
+		return exportertest.Calls(t, rc, "pttl") > 0
+	})
+	t.Logf("the synced replica was read by the sweep %d after its sync began", sweeps)
 }
 
 // tagSlot is the hash slot of a key whose hash tag is tag.

@@ -2,6 +2,8 @@ package sweep
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -78,15 +80,22 @@ func (l *lostWatch) markMoved(sameDB bool) {
 }
 
 // check reads every node's identity and flush count, and reports whether
-// it found data vanished since the last check.
-func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.Logger) (vanished bool) {
+// it found data vanished since the last check. It fails when a node is a
+// replica that holds none of its master's data yet (unsynced), and
+// records nothing of that node.
+func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.Logger) (vanished bool, err error) {
 	moved := l.movedFrom
 	l.movedFrom = nil
 	sameServers := moved != nil
 	l.blind = false
 	var evicted int64
+	var errs []error
 	for _, n := range nodes {
 		id, err := topology.Identify(ctx, n.C)
+		if err == nil && id.Unsynced {
+			errs = append(errs, unsynced(n, id))
+			continue
+		}
 		if err != nil || id.RunID == "" {
 			sameServers, l.blind = false, true
 			if !l.warned {
@@ -121,11 +130,29 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 		}
 		l.nodes[n.Addr] = id
 	}
+	if len(errs) > 0 {
+		// The servers a reload pointed the family at are weighed again
+		// by the check of the sweep that reads them all.
+		l.movedFrom = moved
+		return vanished, errors.Join(errs...)
+	}
 	if sameServers {
 		l.suspect = false
 	}
 	l.evictions(evicted, log)
-	return vanished
+	return vanished, nil
+}
+
+// unsynced is the error of a sweep that met node n as an unsynced replica
+// (topology.Identity.Unsynced). Read, it has none of the family's keys:
+// every hold would end, as lost since its master_replid is new. The
+// sweep fails instead, and the figures of the last one stay until it has
+// synced. Its address is "FailoverClient" through Sentinel, whose
+// replica client dials a replica of its choice: its port and run_id name
+// it.
+func unsynced(n topology.Node, id topology.Identity) error {
+	return fmt.Errorf("node %s (port %s, run_id %s): %w; not read, the figures of the last sweep stay",
+		n.Addr, id.Port, id.RunID, topology.ErrUnsynced)
 }
 
 // evictionsWarnEvery spaces the warnings of a Redis that keeps evicting.
@@ -155,22 +182,28 @@ func (l *lostWatch) evictions(n int64, log *slog.Logger) {
 // tell which database it emptied: holds this sweep read before it would
 // show it emptied another when it emptied this one (deferFor). On a
 // cluster's nodes, which have database 0 alone, it is a sure loss. An
-// unreadable INFO changes nothing; the next check says so.
-func (l *lostWatch) recheck(ctx context.Context, nodes []topology.Node) (flushed bool) {
+// unreadable INFO changes nothing; the next check says so. A replica
+// that restarted without its data since the check, which the sweep read
+// empty, fails the sweep (unsynced): it ends nothing.
+func (l *lostWatch) recheck(ctx context.Context, nodes []topology.Node) (flushed bool, err error) {
+	gone := false
 	for _, n := range nodes {
 		prev, id, ok := l.sinceCheck(ctx, n)
-		if !ok {
-			continue
-		}
 		switch {
+		case !ok:
+		case id.Unsynced:
+			return false, unsynced(n, id)
 		case goneSince(prev, id), len(nodes) > 1 && dbFlushedSince(prev, id):
-			l.vanish(false)
-			return false
+			gone = true
 		case dbFlushedSince(prev, id):
 			flushed = true
 		}
 	}
-	return flushed
+	if gone {
+		l.vanish(false)
+		return false, nil
+	}
+	return flushed, nil
 }
 
 // flushedSinceCheck reports whether node n was flushed, swapped or

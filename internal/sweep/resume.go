@@ -54,7 +54,13 @@ func (f *family) resume(ctx context.Context) (*sweepRun, []topology.Node, error)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	vanished, same := st.lost.check(ctx, nodes, f.log()), sameNodes(run, nodes)
+	vanished, err := st.lost.check(ctx, nodes, f.log())
+	if err != nil {
+		// What the sweep read came from a replica that has since
+		// restarted: it starts over once the replica has synced.
+		return nil, nil, err
+	}
+	same := sameNodes(run, nodes)
 	if vanished && same && f.survivedFlush(ctx, run, nodes) {
 		f.log().Info("a FLUSHDB on the server left keys this sweep read in place: it emptied another database, and the sweep cut off at sampling.timeout goes on",
 			"attempts", run.attempts, "keys_read", run.keys)

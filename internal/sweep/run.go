@@ -142,7 +142,7 @@ func (f *family) sweep(ctx context.Context) (gauges, error) {
 		}
 		return gauges{}, err
 	}
-	return f.finish(ctx, run, nodes), nil
+	return f.finish(ctx, run, nodes)
 }
 
 // begin starts a sweep: the nodes, Redis TIME, what to read, and the
@@ -171,7 +171,9 @@ func (f *family) begin(ctx context.Context) (*sweepRun, []topology.Node, error) 
 	// the round trip.
 	mid := before.Add(after.Sub(before) / 2)
 	f.clock.Store(&clockReading{skew: mid.Sub(t), at: after.UnixNano()})
-	st.lost.check(ctx, nodes, f.log())
+	if _, err := st.lost.check(ctx, nodes, f.log()); err != nil {
+		return nil, nil, err
+	}
 	if h := f.s.afterLostCheck; h != nil {
 		h()
 	}
@@ -282,9 +284,14 @@ func (f *family) read(ctx context.Context, run *sweepRun, nodes []topology.Node)
 
 // finish ends a sweep whose keys have all been read: settling a cluster,
 // replaying what did not change, ending what vanished, committing floors.
-func (f *family) finish(ctx context.Context, run *sweepRun, nodes []topology.Node) gauges {
+// It fails, ending nothing, when a node turned out to be a replica with
+// none of its master's data (lostWatch.recheck).
+func (f *family) finish(ctx context.Context, run *sweepRun, nodes []topology.Node) (gauges, error) {
 	st := f.state
-	flushed := st.lost.recheck(ctx, nodes)
+	flushed, err := st.lost.recheck(ctx, nodes)
+	if err != nil {
+		return gauges{}, err
+	}
 	unsettled := f.settle(ctx, run, run.start)
 	deferEnds := unsettled
 	if !unsettled && st.lost.deferFor(flushed) {
@@ -326,7 +333,7 @@ func (f *family) finish(ctx context.Context, run *sweepRun, nodes []topology.Nod
 		g.userSeries[i] = snapshot.User{UserView: v, Extra: st.tracker.UserExtra(v)}
 	}
 	g.seriesDropped = dropped
-	return g
+	return g, nil
 }
 
 // floorWindow is the family's floor threshold in ms; a family with the

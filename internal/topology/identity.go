@@ -18,6 +18,9 @@ import (
 // holds that ended.
 type Identity struct {
 	RunID string
+	// Port is tcp_port: with RunID it names a server that its client's
+	// address does not (a Sentinel's replica client).
+	Port string
 	// FlushAlls empty every database; DBFlushes (FLUSHDB) one and Swaps
 	// (SWAPDB) two of them, which Redis does not say: maybe not the
 	// family's.
@@ -54,7 +57,7 @@ func Identify(ctx context.Context, c redis.Cmdable) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	id := Identity{RunID: redisinfo.Field(s, "run_id")}
+	id := Identity{RunID: redisinfo.Field(s, "run_id"), Port: redisinfo.Field(s, "tcp_port")}
 	if cs, err := cmdStats.Result(); err == nil {
 		st := commandstats.Parse(cs)
 		id.FlushAlls = st["flushall"].Calls
