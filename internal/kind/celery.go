@@ -124,15 +124,18 @@ func (l *celeryLayout) headSince(queue string, h uint64, ok bool, now int64) int
 type celeryReads struct {
 	l   *celeryLayout
 	now int64
-	// unackedDone: the unacked index is read once per sweep, with the
-	// first batch.
-	mu          sync.Mutex
-	unackedDone bool
+	// unacked: unacked_index and unacked are read once a sweep, beside
+	// bindings whose read carries them into the sweep
+	// (framework_shared.go).
+	once sharedOnce
 }
 
 type celeryQueue struct {
 	q    QueueJobs
 	lens []*redis.IntCmd
+	// by are the binding reads that name the queue, each carrying its
+	// figures: a list answered MOVED has them all read again.
+	by []int
 	// heads are the xxhash of each priority list's next message, hashed
 	// as it streams: a message is as large as its task's arguments.
 	heads [4]struct {
@@ -149,20 +152,24 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 		bindings[i] = readCeleryBindings(k)
 		round[i] = bindings[i].read
 	}
-	c.mu.Lock()
-	first := !c.unackedDone
-	c.unackedDone = true
-	c.mu.Unlock()
 	var index *celeryIndex
-	if first {
+	var shared *SharedRead
+	carried := false
+	if c.once.claim() {
 		// Its tags are not needed before round 3: read beside the
 		// bindings, it adds no round of its own.
 		index = readCeleryIndex()
 		round = append(round, index.read)
+		shared = &SharedRead{once: &c.once}
+		defer func() {
+			if !carried {
+				c.once.release()
+			}
+		}()
 	}
-	// Round 1, streamed: the bindings, and unacked_index with the first
-	// batch. Each read keeps its own members, so a cluster's nodes are
-	// read at once, as go-redis's pipeline read the bindings.
+	// Round 1, streamed: the bindings, and unacked_index when this
+	// batch claimed it. Each read keeps its own members, so a cluster's
+	// nodes are read at once, as go-redis's pipeline read the bindings.
 	if err := c.l.stream.readApart(ctx, cl, round); err != nil {
 		return err
 	}
@@ -172,7 +179,7 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 	frs := make([]*FrameworkRead, len(keys))
 	queues := map[string]*celeryQueue{}
 	byRoute := map[string]string{} // exchange + sep + routing key -> queue
-	var owner *FrameworkRead       // the read the unacked figures go into
+	carrier := -1                  // the read the unacked figures go with
 	for i, k := range keys {
 		r := &reads[i]
 		b := bindings[i]
@@ -185,8 +192,8 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 		exchange := strings.TrimPrefix(k, "_kombu.binding.")
 		fr := &FrameworkRead{}
 		frs[i] = fr
-		if owner == nil {
-			owner = fr
+		if carrier < 0 {
+			carrier = i
 		}
 		if exchange == "celeryev" || strings.HasSuffix(exchange, ".pidbox") {
 			continue // fanout: pub/sub, no lists
@@ -201,10 +208,17 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 			}
 			name := parts[2]
 			byRoute[exchange+celerySep+parts[0]] = name
-			if !c.l.watches(name) || queues[name] != nil {
+			if !c.l.watches(name) {
 				continue
 			}
-			q := &celeryQueue{q: NewQueueJobs(name)}
+			if q := queues[name]; q != nil {
+				if q.by[len(q.by)-1] != i {
+					q.by = append(q.by, i)
+					fr.Queues = append(fr.Queues, QueueJobs{Queue: name})
+				}
+				continue
+			}
+			q := &celeryQueue{q: NewQueueJobs(name), by: []int{i}}
 			for _, p := range celeryPriorities {
 				q.lens = append(q.lens, pipe.LLen(ctx, name+p))
 			}
@@ -217,19 +231,19 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 	// Round 3, streamed: each queue's next message, and the unacked ones.
 	var streamed []*streamedRead
 	var unacked *streamedRead
-	if index != nil {
-		bad := ownerOr(owner)
-		ok, err := partJudge(&reads[0], bad, "unacked_index", index.read.Err)
+	unackedQueues := map[string]*QueueJobs{}
+	if index != nil && carrier >= 0 {
+		ok, err := partJudge(&reads[carrier], &shared.FrameworkRead, "unacked_index", index.read.Err)
 		if err != nil {
 			return err
 		}
 		if ok {
-			bad.Bad = append(bad.Bad, index.long...)
+			shared.Bad = append(shared.Bad, index.long...)
 		}
 		if tags := index.tags; ok && len(tags) > 0 {
 			scan := newCeleryUnackedScan()
 			unacked = streamHMGet("unacked", tags, scan, func(i int, found bool) {
-				c.unacked(bad, queues, byRoute, tags[i], index.delivered[i], scan, found)
+				c.unacked(&shared.FrameworkRead, unackedQueues, byRoute, tags[i], index.delivered[i], scan, found)
 			})
 			streamed = append(streamed, unacked)
 		}
@@ -238,9 +252,19 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 	for name, q := range queues {
 		for j := range q.lens {
 			key := name + celeryPriorities[j]
-			if ok, err := partJudge(&reads[0], ownerOr(owner), key, q.lens[j].Err()); err != nil {
+			var part redisread.KeyRead
+			ok, err := partJudge(&part, frs[q.by[0]], key, q.lens[j].Err())
+			if err != nil {
 				return err
-			} else if ok && q.lens[j].Val() > 0 {
+			}
+			if part.Status == redisread.Missed {
+				// Every read that carries the queue is read again:
+				// one left carrying it unread would count it empty.
+				for _, i := range q.by {
+					reads[i].Status = redisread.Missed
+				}
+			}
+			if ok && q.lens[j].Val() > 0 {
 				q.q.Jobs[JobWaiting] += q.lens[j].Val()
 				head := &q.heads[j]
 				// Its error, if any, is the list's, judged above.
@@ -254,16 +278,11 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 	if unacked != nil {
 		// Its messages were counted as they streamed; an error reply
 		// (a hash of another type) brought none, and is judged here.
-		if _, err := partJudge(&reads[0], ownerOr(owner), "unacked", unacked.Err); err != nil {
+		if _, err := partJudge(&reads[carrier], &shared.FrameworkRead, "unacked", unacked.Err); err != nil {
 			return err
 		}
 	}
 	for name, q := range queues {
-		if q.lens == nil {
-			// Named only by unacked messages: its lists were not read
-			// in this batch, whose headSince would forget its head.
-			continue
-		}
 		var head uint64
 		haveHead := false
 		for _, h := range q.heads {
@@ -283,6 +302,13 @@ func (c *celeryReads) Read(ctx context.Context, cl redis.Cmdable, keys []string,
 			fr.Queues[j] = queues[fr.Queues[j].Queue].q
 		}
 		reads[i].Extra = fr
+	}
+	if shared != nil && carrier >= 0 && reads[carrier].Status == redisread.OK {
+		for _, q := range unackedQueues {
+			shared.Queues = append(shared.Queues, *q)
+		}
+		frs[carrier].Shared = shared
+		carried = true
 	}
 	return nil
 }
@@ -323,13 +349,4 @@ func celeryQuote(s string, n int64) string {
 		return fmt.Sprintf("%q", s)
 	}
 	return fmt.Sprintf("%q... of %d bytes", s[:32], n)
-}
-
-// ownerOr is the read that bad data of shared keys is recorded in; a
-// scratch one when no binding key was readable.
-func ownerOr(fr *FrameworkRead) *FrameworkRead {
-	if fr == nil {
-		return &FrameworkRead{}
-	}
-	return fr
 }

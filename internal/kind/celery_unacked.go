@@ -119,8 +119,9 @@ func celeryUnackedOf(s *jsonfields.Scan) (celeryUnacked, error) {
 
 // unacked counts the unacked message the hash gave for tag (found: it
 // has one), scanned by s, under its queue: orphaned when delivered more
-// than visibility_timeout ago, else active. Bad data goes into owner.
-func (c *celeryReads) unacked(owner *FrameworkRead, queues map[string]*celeryQueue, byRoute map[string]string, tag string, delivered float64, s *jsonfields.Scan, found bool) {
+// than visibility_timeout ago, else active. Bad data goes into owner,
+// the shared part.
+func (c *celeryReads) unacked(owner *FrameworkRead, queues map[string]*QueueJobs, byRoute map[string]string, tag string, delivered float64, s *jsonfields.Scan, found bool) {
 	if !found {
 		owner.Bad = append(owner.Bad, BadData{Key: "unacked", Reason: redisread.SkipBadValue,
 			Detail: fmt.Sprintf("delivery tag %s is in unacked_index but not in unacked", tag), Vanished: true})
@@ -144,16 +145,17 @@ func (c *celeryReads) unacked(owner *FrameworkRead, queues map[string]*celeryQue
 		if !c.l.watches(name) {
 			return
 		}
-		// A queue with unacked messages and no binding read in this
-		// batch.
-		q = &celeryQueue{q: NewQueueJobs(name)}
+		// Added to the queue's own figures when the sweep takes them,
+		// whichever read has those, or none: a queue may have unacked
+		// messages and no binding.
+		nq := NewQueueJobs(name)
+		q = &nq
 		queues[name] = q
-		owner.Queues = append(owner.Queues, QueueJobs{Queue: name})
 	}
 	at := int64(delivered * 1000)
 	if c.now-at > c.l.visibility {
-		q.q.AddOrphan(Job{ID: u.Headers.ID, Name: u.Headers.Task, Started: at, Attempts: u.Headers.Retries})
+		q.AddOrphan(Job{ID: u.Headers.ID, Name: u.Headers.Task, Started: at, Attempts: u.Headers.Retries})
 	} else {
-		q.q.Jobs[JobActive]++
+		q.Jobs[JobActive]++
 	}
 }

@@ -150,6 +150,7 @@ func readCeleryUnacked(t *testing.T, rc redis.Cmdable) map[string]string {
 	l.configure(&config.Family{Kind: config.KindCelery, VisibilityTimeout: time.Hour})
 	reads := make([]redisread.KeyRead, 1)
 	mustNil(t, l.reads(celeryNow).Read(context.Background(), rc, []string{"_kombu.binding.celery"}, reads))
+	takeShared(reads)
 	fr, _ := reads[0].Extra.(*FrameworkRead)
 	if reads[0].Status != redisread.OK || fr == nil {
 		t.Fatalf("the binding key's read: %+v", reads[0])
@@ -419,4 +420,54 @@ func TestCeleryBigDeliveryTagStreamed(t *testing.T) {
 		t.Errorf("reading a 32 MB delivery tag allocated %d bytes", n)
 	}
 	checkCeleryUnacked(t, cases, got)
+}
+
+// takeShared does to a batch's reads what the tracker does: each queue's
+// own figures come from the first read that names it, and the shared
+// part's (unacked) are added to them, once; its bad data joins its
+// carrier's. The reads' Extra become what the sweep counts.
+func takeShared(reads []redisread.KeyRead) {
+	type at struct {
+		fr *FrameworkRead
+		i  int
+	}
+	seen := map[string]at{}
+	var shared *SharedRead
+	var carrier *FrameworkRead
+	for i := range reads {
+		fr, _ := reads[i].Extra.(*FrameworkRead)
+		if fr == nil {
+			continue
+		}
+		own := &FrameworkRead{Bad: fr.Bad}
+		for _, q := range fr.Queues {
+			if _, dup := seen[q.Queue]; !dup {
+				seen[q.Queue] = at{own, len(own.Queues)}
+				own.Queues = append(own.Queues, q)
+			}
+		}
+		if fr.Shared != nil && fr.Shared.once.take() {
+			shared, carrier = fr.Shared, own
+		}
+		reads[i].Extra = own
+	}
+	if shared == nil {
+		return
+	}
+	carrier.Bad = append(carrier.Bad, shared.Bad...)
+	for _, sq := range shared.Queues {
+		where, ok := seen[sq.Queue]
+		if !ok {
+			carrier.Queues = append(carrier.Queues, sq)
+			continue
+		}
+		q := &where.fr.Queues[where.i]
+		for s, n := range sq.Jobs {
+			q.Jobs[s] += n
+		}
+		q.Orphans = append(q.Orphans, sq.Orphans...)
+		if sq.OldestOrphaned >= 0 && (q.OldestOrphaned < 0 || sq.OldestOrphaned < q.OldestOrphaned) {
+			q.OldestOrphaned = sq.OldestOrphaned
+		}
+	}
 }

@@ -1,8 +1,6 @@
 package kind
 
 import (
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/slotexporter/slot_exporter/config"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/snapshot"
@@ -135,6 +133,9 @@ type FrameworkRead struct {
 	// Extra is the layout's own, for its settle (a sidekiq process's work
 	// entries, seen to count them lost when they vanish).
 	Extra any
+	// Shared, on the one read that carries it, is what the sweep's read
+	// of the keys every discovery key shares found (framework_shared.go).
+	Shared *SharedRead
 }
 
 // frameworkLayout is one framework's reading of Redis.
@@ -188,7 +189,9 @@ type frameworkSweep struct {
 	oldest  [2]int64 // waiting, orphaned: Redis ms, -1 none
 	workers [NumWorkerStates]int64
 	queues  map[string]*QueueJobs
-	reads   []*FrameworkRead
+	// own: the queues whose own figures are in (applyQueue).
+	own   map[string]bool
+	reads []*FrameworkRead
 }
 
 func (t *framework) Reconfigure(f *config.Family, _ *config.Sampling) {
@@ -199,7 +202,7 @@ func (t *framework) Reconfigure(f *config.Family, _ *config.Sampling) {
 func (t *framework) Limits() track.Limits { return track.Limits{} }
 
 func (t *framework) Begin(sw *Sweep) redisread.Reads {
-	t.cur = frameworkSweep{now: sw.Now, oldest: [2]int64{-1, -1}, queues: map[string]*QueueJobs{}}
+	t.cur = frameworkSweep{now: sw.Now, oldest: [2]int64{-1, -1}, queues: map[string]*QueueJobs{}, own: map[string]bool{}}
 	t.badNow = map[string]struct{}{}
 	t.vanishedNow = map[string]struct{}{}
 	return t.layout.reads(sw.Now)
@@ -214,7 +217,16 @@ func (t *framework) Apply(sw *Sweep, k Key) {
 	for i := range t.cur.workers {
 		t.cur.workers[i] += fr.Workers[i]
 	}
-	for _, b := range fr.Bad {
+	t.applyBad(sw, fr.Bad)
+	for i := range fr.Queues {
+		t.applyQueue(sw, &fr.Queues[i], false)
+	}
+	t.applyShared(sw, fr.Shared)
+}
+
+// applyBad counts and logs a read's bad data.
+func (t *framework) applyBad(sw *Sweep, bad []BadData) {
+	for _, b := range bad {
 		// A shared key (celery's unacked) holds many pieces: each is
 		// logged once.
 		id := b.Key + "\x00" + b.Detail
@@ -237,36 +249,6 @@ func (t *framework) Apply(sw *Sweep, k Key) {
 			sw.Log.Warn("skipping bad "+string(t.cfg.Kind)+" data (counted in slot_exporter_keys_skipped_total)",
 				"key", b.Key, "reason", b.Reason.String(), "detail", b.Detail)
 		}
-	}
-	for i := range fr.Queues {
-		q := &fr.Queues[i]
-		if !t.cfg.Watches(q.Queue) {
-			continue
-		}
-		if _, dup := t.cur.queues[q.Queue]; dup {
-			// Named twice (a celery queue bound to two exchanges): read
-			// once is enough.
-			continue
-		}
-		t.cur.queues[q.Queue] = q
-		var any int64
-		for s, n := range q.Jobs {
-			t.cur.jobs[s] += n
-			any += n
-		}
-		for i, at := range [2]int64{q.OldestWaiting, q.OldestOrphaned} {
-			if at >= 0 && (t.cur.oldest[i] < 0 || at < t.cur.oldest[i]) {
-				t.cur.oldest[i] = at
-			}
-		}
-		var flags uint8
-		switch {
-		case q.Jobs[JobOrphaned]+q.Jobs[JobStuck]+q.Jobs[JobOverdue] > 0:
-			flags = track.AnomalyKind
-		case any > 0:
-			flags = track.Listed
-		}
-		sw.Floor.Add(xxhash.Sum64String(q.Queue), q.Queue, q.Jobs[JobOrphaned], flags)
 	}
 }
 
