@@ -52,6 +52,7 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 			// Nor is it tracked twice: the node it left may read it
 			// as gone (a replica, which knows nothing of a migration),
 			// which must not make the kind forget it.
+			f.keepShared(run, kr)
 			return
 		}
 	}
@@ -61,6 +62,7 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 		if run.changed != nil {
 			run.readFirst.Add(kh)
 		} else if run.readFirst.Has(kh) {
+			f.keepShared(run, kr)
 			return
 		}
 	}
@@ -89,6 +91,15 @@ func (f *family) apply(run *sweepRun, kr *redisread.KeyRead) {
 	run.sets++
 	st.tracker.Apply(&run.Sweep, kind.Key{Read: kr, Hash: kh, User: user, UserHash: f.userID(kr.Key, kh, user)})
 	st.keepProbe(kr.Key, kh, !kr.Oversized) // an oversized set's members are not tracked one by one
+}
+
+// keepShared hands the kind what a read it drops carries of keys shared
+// by the family's keys (celery's unacked messages): read once a sweep
+// with one key's read, it is in no other.
+func (f *family) keepShared(run *sweepRun, kr *redisread.KeyRead) {
+	if k, ok := f.state.tracker.(kind.SharedKeeper); ok && kr.Status == redisread.OK {
+		k.KeepShared(&run.Sweep, kr)
+	}
 }
 
 // skip counts a key skipped for reason, and names one in the log the
