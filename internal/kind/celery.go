@@ -38,7 +38,7 @@ import (
 // queue's waiting age is how long its next message has been next, as the
 // exporter saw it (the list kind's head wait).
 //
-// Per sweep, the first batch of discovery keys also reads the unacked
+// Once a sweep, one batch of discovery keys also reads the unacked
 // index (its celeryUnackedScan oldest entries) and their messages, which
 // are counted under the queue their routing key names. Beyond that many,
 // unacked messages are not counted. An index entry whose message is
