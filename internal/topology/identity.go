@@ -36,6 +36,9 @@ type Identity struct {
 	// with its master ("" when INFO replication cannot be read).
 	Replica bool
 	ReplID  string
+	// ReplID2 is master_replid2: on a promoted replica, the history it
+	// had as a replica, which its data continues.
+	ReplID2 string
 	// Unsynced: the server is a replica that holds none of its master's
 	// data yet (unsynced). What it lacks is not gone: it must not be read.
 	Unsynced bool
@@ -70,6 +73,7 @@ func Identify(ctx context.Context, c redis.Cmdable) (Identity, error) {
 	}
 	if r, err := repl.Result(); err == nil {
 		id.Replica, id.ReplID = redisinfo.Field(r, "role") == "slave", redisinfo.Field(r, "master_replid")
+		id.ReplID2 = redisinfo.Field(r, "master_replid2")
 		id.Unsynced = unsynced(r, s)
 	}
 	return id, nil
@@ -118,9 +122,21 @@ func unsynced(repl, server string) bool {
 // run_id and its master's data: read as a restart, every hold that ended
 // in the next sweep counted as lost, on every shard. An Unsynced replica
 // holds no data to compare: it is not to be read at all.
+//
+// Through Sentinel a sweep reads the master when no replica is usable,
+// and a replica again once one is: a master and its replicas share a
+// master_replid. A replica read before and promoted since keeps its data
+// and its run_id, and its old master_replid becomes master_replid2: a
+// replica that resynced from another master before its promotion keeps
+// its run_id too, but not that history.
 func SameData(prev, id Identity) bool {
-	if prev.Replica && id.Replica && prev.ReplID != "" {
+	switch {
+	case prev.Replica && id.Replica && prev.ReplID != "":
 		return prev.ReplID == id.ReplID
+	case prev.Replica != id.Replica && prev.ReplID != "" && prev.ReplID == id.ReplID:
+		return true
+	case prev.Replica && !id.Replica && prev.ReplID != "":
+		return prev.RunID == id.RunID && id.ReplID2 == prev.ReplID
 	}
 	return prev.RunID == id.RunID
 }

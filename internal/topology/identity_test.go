@@ -125,3 +125,25 @@ func signal(t *testing.T, s *redistest.Server, sig syscall.Signal) {
 	t.Helper()
 	exportertest.Must(t, syscall.Kill(s.PID(), sig))
 }
+
+func TestSameDataAcrossRoles(t *testing.T) {
+	replica := topology.Identity{RunID: "r", Replica: true, ReplID: "x"}
+	master := topology.Identity{RunID: "m", ReplID: "x"}
+	promoted := topology.Identity{RunID: "r", ReplID: "y", ReplID2: "x"}
+	for _, c := range []struct {
+		name     string
+		prev, id topology.Identity
+		want     bool
+	}{
+		{"replica, then its master", replica, master, true},
+		{"master, then its replica", master, replica, true},
+		{"replica, then itself promoted", replica, promoted, true},
+		{"replica, then another promoted", replica, topology.Identity{RunID: "o", ReplID: "y", ReplID2: "x"}, false},
+		{"replica, then itself master of other data", replica, topology.Identity{RunID: "r", ReplID: "y", ReplID2: "z"}, false},
+		{"replica, then a replica of another history", replica, topology.Identity{RunID: "o", Replica: true, ReplID: "y"}, false},
+	} {
+		if got := topology.SameData(c.prev, c.id); got != c.want {
+			t.Errorf("%s: SameData %v, want %v", c.name, got, c.want)
+		}
+	}
+}
