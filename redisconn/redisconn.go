@@ -66,12 +66,13 @@ func New(r *config.Redis) (redis.UniversalClient, error) {
 			ReadTimeout: 10 * time.Second, DialerRetries: dialRetries,
 		}), nil
 	case config.ModeSentinel:
-		return redis.NewFailoverClient(&redis.FailoverOptions{
+		o := &redis.FailoverOptions{
 			MasterName: r.MasterName, SentinelAddrs: hostPorts(r.Addrs),
 			CredentialsProviderContext: credentials(r.Username), DB: r.DB, TLSConfig: tlsCfg,
 			DialTimeout: dial, ReplicaOnly: replica, ContextTimeoutEnabled: true, DisableIdentity: true,
 			ReadTimeout: 10 * time.Second, DialerRetries: dialRetries,
-		}), nil
+		}
+		return &Failover{Client: redis.NewFailoverClient(o), opt: o}, nil
 	}
 	opt := &redis.Options{Addr: r.Addr}
 	if strings.Contains(r.Addr, "://") {
@@ -102,6 +103,18 @@ func New(r *config.Redis) (redis.UniversalClient, error) {
 	opt.DialerRetries = dialRetries
 	return redis.NewClient(opt), nil
 }
+
+// Failover is the client of a Sentinel-managed Redis: go-redis's
+// failover client, and the options it was made from, with which the
+// topology reaches one replica for a whole sweep (topology.FailoverClient);
+// go-redis's replica client dials a replica at random for each connection.
+type Failover struct {
+	*redis.Client
+	opt *redis.FailoverOptions
+}
+
+// Failover returns the failover client and its options.
+func (f *Failover) Failover() (*redis.Client, *redis.FailoverOptions) { return f.Client, f.opt }
 
 func hostPorts(addrs []string) []string {
 	out := make([]string, 0, len(addrs))

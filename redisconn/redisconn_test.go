@@ -269,8 +269,14 @@ func TestModes(t *testing.T) {
 	if _, ok := newClient(t, &config.Redis{Mode: config.ModeCluster, Addrs: []string{"127.0.0.1:1"}}).(*redis.ClusterClient); !ok {
 		t.Error("cluster mode did not build a ClusterClient")
 	}
-	if _, ok := newClient(t, &config.Redis{Mode: config.ModeSentinel, Addrs: []string{"127.0.0.1:1"}, MasterName: "m"}).(*redis.Client); !ok {
-		t.Error("sentinel mode did not build a failover Client")
+	f, ok := newClient(t, &config.Redis{Mode: config.ModeSentinel, Addrs: []string{"127.0.0.1:1"}, MasterName: "m",
+		ReadFrom: config.ReadFromReplica}).(*Failover)
+	if !ok {
+		t.Fatal("sentinel mode did not build a Failover")
+	}
+	// The topology reads one replica a sweep with these options.
+	if c, o := f.Failover(); c == nil || o.MasterName != "m" || !o.ReplicaOnly || len(o.SentinelAddrs) != 1 {
+		t.Errorf("sentinel mode: client %v, options %+v", c, o)
 	}
 }
 func TestPassword(t *testing.T) {

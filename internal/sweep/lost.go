@@ -31,6 +31,9 @@ import (
 // count those releases lost; the check warns instead (evictions).
 type lostWatch struct {
 	nodes map[string]topology.Identity // by node address
+	// groups is the address last read of each group of servers that
+	// hold the same data (topology.Node.Group).
+	groups map[string]string
 	// suspect is set when data may have vanished, and cleared by the next
 	// sweep that ends holds: the sweep that notices may fail after
 	// recording the new identity, and the vanished holds must still count
@@ -62,7 +65,9 @@ type lostWatch struct {
 	movedFrom map[string]topology.Identity // by run_id
 }
 
-func newLostWatch() lostWatch { return lostWatch{nodes: map[string]topology.Identity{}} }
+func newLostWatch() lostWatch {
+	return lostWatch{nodes: map[string]topology.Identity{}, groups: map[string]string{}}
+}
 
 // markMoved records that the family now reads another Redis: what was
 // tracked from the old one and is not seen again is lost. sameDB is false
@@ -77,6 +82,7 @@ func (l *lostWatch) markMoved(sameDB bool) {
 		}
 	}
 	l.nodes = map[string]topology.Identity{}
+	l.groups = map[string]string{}
 }
 
 // check reads every node's identity and flush count, and reports whether
@@ -105,6 +111,10 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 				log.Warn("cannot read INFO; restarts and flushes will read as releases", "node", n.Addr, "err", err)
 			}
 			continue
+		}
+		if l.switched(n, id) {
+			l.vanish(false)
+			vanished = true
 		}
 		if prev, ok := l.nodes[n.Addr]; ok {
 			// CONFIG RESETSTAT zeroes the counts: a flush after it may
@@ -143,13 +153,30 @@ func (l *lostWatch) check(ctx context.Context, nodes []topology.Node, log *slog.
 	return vanished, nil
 }
 
+// switched reports whether node n, read in place of another server of its
+// group (through Sentinel, another replica, or the master), holds other
+// data than that server did, and forgets that server. Only the data is
+// compared: flush and command counts are each server's own.
+func (l *lostWatch) switched(n topology.Node, id topology.Identity) bool {
+	if n.Group == "" {
+		return false
+	}
+	before, ok := l.groups[n.Group]
+	l.groups[n.Group] = n.Addr
+	if !ok || before == n.Addr {
+		return false
+	}
+	prev, ok := l.nodes[before]
+	delete(l.nodes, before)
+	return ok && !topology.SameData(prev, id)
+}
+
 // unsynced is the error of a sweep that met node n as an unsynced replica
 // (topology.Identity.Unsynced). Read, it has none of the family's keys:
 // every hold would end, as lost since its master_replid is new. The
 // sweep fails instead, and the figures of the last one stay until it has
-// synced. Its address is "FailoverClient" through Sentinel, whose
-// replica client dials a replica of its choice: its port and run_id name
-// it.
+// synced. Its port and run_id name it where its address does not (a
+// go-redis failover client's address is "FailoverClient").
 func unsynced(n topology.Node, id topology.Identity) error {
 	return fmt.Errorf("node %s (port %s, run_id %s): %w; not read, the figures of the last sweep stay",
 		n.Addr, id.Port, id.RunID, topology.ErrUnsynced)

@@ -1,6 +1,6 @@
 // Package topology knows the servers that hold the keyspace (a single
 // server, a cluster's masters or one replica per shard, a Sentinel's
-// master), who owns each cluster slot and which slots are moving, a key's
+// master or one of its replicas), who owns each cluster slot and which slots are moving, a key's
 // hash slot and an exporter's shard of them, and what a server says of
 // itself (Identity).
 package topology
@@ -21,6 +21,11 @@ import (
 type Node struct {
 	Addr string
 	C    redis.Cmdable
+	// Group names servers that hold the same data and of which a sweep
+	// reads whichever is usable (a Sentinel master's replicas and the
+	// master): the lost watch compares a server of the group with the
+	// one read before it. Empty for any other server.
+	Group string
 }
 
 // Topology lists the servers that together hold the keyspace: a
@@ -30,6 +35,9 @@ type Topology struct {
 	single  redis.UniversalClient
 	cluster *redis.ClusterClient
 	replica bool
+	// sentinel picks the server to read through Sentinel with
+	// read_from: replica; nil otherwise.
+	sentinel *sentinelReplicas
 
 	// masters routes to masters when cluster reads replicas; made on
 	// first use (a reshard that ends a key mid-sweep), closed by Close.
@@ -42,6 +50,14 @@ func New(c redis.UniversalClient, readReplica bool) *Topology {
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		return &Topology{cluster: cc, replica: readReplica}
 	}
+	if fc, ok := c.(FailoverClient); ok {
+		base, opt := fc.Failover()
+		t := &Topology{single: base}
+		if readReplica {
+			t.sentinel = newSentinelReplicas(base, opt)
+		}
+		return t
+	}
 	return &Topology{single: c}
 }
 
@@ -53,10 +69,16 @@ func (t *Topology) IsCluster() bool { return t.cluster != nil }
 func (t *Topology) ReadsReplicas() bool { return t.cluster != nil && t.replica }
 
 // Router returns a client that sends each key to the node that holds it
-// now, following MOVED and ASK; for a single server, the client itself.
+// now, following MOVED and ASK; for a single server, the client itself;
+// through Sentinel with read_from: replica, the server Nodes picked last.
 func (t *Topology) Router() redis.Cmdable {
 	if t.cluster != nil {
 		return t.cluster
+	}
+	if t.sentinel != nil {
+		if c := t.sentinel.current(); c != nil {
+			return c
+		}
 	}
 	return t.single
 }
@@ -84,13 +106,25 @@ func (t *Topology) Close() {
 	if t.masters != nil {
 		_ = t.masters.Close()
 	}
+	if t.sentinel != nil {
+		t.sentinel.close()
+	}
 }
 
 // Nodes lists the servers to read. In a cluster, the masters, or with
 // read_from: replica one replica per shard. ForEachMaster and
 // ForEachShard reload the slot map first, so a sweep after a reshard or a
-// failover reads the nodes that hold the keys now.
+// failover reads the nodes that hold the keys now. Through Sentinel with
+// read_from: replica, one replica (or the master), asked of the Sentinels
+// at every call.
 func (t *Topology) Nodes(ctx context.Context) ([]Node, error) {
+	if t.sentinel != nil {
+		n, err := t.sentinel.node(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return []Node{n}, nil
+	}
 	if t.cluster == nil {
 		addr := ""
 		if c, ok := t.single.(*redis.Client); ok {
