@@ -39,7 +39,11 @@ import (
 //
 // The share is of one core in all, as sampling.redis_cpu_share says: in a
 // cluster the CPU of every node read is summed, so n masters share the
-// tenth between them (`make bench`, 3 masters: 2.2% each, 6.6% in all).
+// tenth between them (`make bench`, 3 masters, 10% of sets written per
+// interval: 2.2% each, 6.6% in all; with the credit for share left
+// unused, 3.8% each, 11.5% in all: what Redis spends on the feed's
+// invalidations on a cluster is charged short by the priors below, which
+// the unused share had hidden).
 // A share per node would read n times faster; it would also let one hot
 // node take more than its tenth, which the sum does not see.
 type cpuPacer struct {
