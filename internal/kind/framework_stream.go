@@ -83,6 +83,20 @@ func streamLIndex(key string, index int64, w streamSink, got func()) *streamedRe
 	return r
 }
 
+// readElementTo streams one string element of an array reply into w. The
+// resp package's errors do not say which command's reply broke them, and
+// a connection runs several: command and key do, what names the element.
+func readElementTo(c *resp.Conn, w io.Writer, command, key, what string) error {
+	none, msg, err := c.ReadBulkTo(w)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", command, key, err)
+	case none || msg != nil:
+		return fmt.Errorf("%s %s: %s that is not a string", command, key, what)
+	}
+	return nil
+}
+
 // streamHGetAll is HGETALL key, each field streamed into f and its value
 // into v; pair is called after each.
 func streamHGetAll(key string, f, v streamSink, pair func()) *streamedRead {
@@ -104,12 +118,8 @@ func streamHGetAll(key string, f, v streamSink, pair func()) *streamedRead {
 			f.Reset()
 			v.Reset()
 			for _, w := range []io.Writer{f, v} {
-				none, msg, err := c.ReadBulkTo(w)
-				if err != nil {
-					return nil, fmt.Errorf("HGETALL %s: %w", key, err)
-				}
-				if none || msg != nil {
-					return nil, fmt.Errorf("HGETALL %s: a field or value that is not a string", key)
+				if err := readElementTo(c, w, "HGETALL", key, "a field or value"); err != nil {
+					return nil, err
 				}
 			}
 			pair()
@@ -233,12 +243,8 @@ func streamSMembers(key string, m streamSink, member func()) *streamedRead {
 		}
 		for range n {
 			m.Reset()
-			none, msg, err := c.ReadBulkTo(m)
-			if err != nil {
-				return nil, fmt.Errorf("SMEMBERS %s: %w", key, err)
-			}
-			if none || msg != nil {
-				return nil, fmt.Errorf("SMEMBERS %s: a member that is not a string", key)
+			if err := readElementTo(c, m, "SMEMBERS", key, "a member"); err != nil {
+				return nil, err
 			}
 			member()
 		}
