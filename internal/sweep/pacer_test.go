@@ -520,8 +520,8 @@ func TestPacerFirstCreditEndsWithTheReads(t *testing.T) {
 // (the walks drifting apart, each finding its part of the table cold),
 // and took 10.6 to 12.4% of a core where the share was 10. What was
 // left unused while the reads went on is made up too: given back only,
-// a cost that only wobbles cost the reads 1.3% of their share (0.0981
-// to 0.0995 of a core in the wobbling case).
+// a cost that only wobbles cost the reads 1.3% of their share (0.0980
+// to 0.0994 of a core in the wobbling case; 0.0990 to 0.1010 with it).
 func TestPacerKeepsItsShareAsTheCostRises(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
