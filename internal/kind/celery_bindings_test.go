@@ -3,7 +3,6 @@ package kind
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -97,12 +96,11 @@ func sweepCeleryBindings(t *testing.T, rc redis.Cmdable, cases []celeryBindingCa
 	l.configure(&config.Family{Kind: config.KindCelery, VisibilityTimeout: time.Hour})
 	keys := celeryBindingKeys(cases)
 	reads := make([]redisread.KeyRead, len(keys))
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	mustNil(t, l.reads(celeryNow).Read(context.Background(), rc, keys, reads))
-	takeShared(reads)
-	runtime.ReadMemStats(&after)
-	return reads, after.TotalAlloc - before.TotalAlloc
+	n := allocatedBy(func() {
+		mustNil(t, l.reads(celeryNow).Read(context.Background(), rc, keys, reads))
+		takeShared(reads)
+	})
+	return reads, n
 }
 
 // checkCeleryBindings compares what a sweep made of cases with what each

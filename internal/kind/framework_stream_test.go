@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -51,14 +50,13 @@ func checkBigSidekiq(t *testing.T, c redis.Cmdable, ns string) {
 	sr := newStreamReader()
 	key := redisread.KeyRead{Key: ns + "queues"}
 	fr := &FrameworkRead{}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	r, err := readSidekiq(ctx, c, sr, &key, fr, ns, nil, nil, 1796183300000, 60000)
-	runtime.ReadMemStats(&after)
+	var r *sidekiqRead
+	var err error
+	n := allocatedBy(func() { r, err = readSidekiq(ctx, c, sr, &key, fr, ns, nil, nil, 1796183300000, 60000) })
 	if err != nil || key.Status != redisread.OK {
 		t.Fatal(err, key.Status)
 	}
-	if n := after.TotalAlloc - before.TotalAlloc; n > 8<<20 {
+	if n > 8<<20 {
 		t.Errorf("reading three 20 MB jobs allocated %d bytes", n)
 	}
 	if q := r.Queues["default"]; q == nil || q.Jobs[JobWaiting] != 2 || q.OldestWaiting != 1796183290500 || q.Jobs[JobScheduled] != 1 {
@@ -129,11 +127,9 @@ func TestCeleryBigHeadStreamed(t *testing.T) {
 	l := &celeryLayout{heads: map[string]celeryHead{}, stream: newStreamReader()}
 	l.configure(&config.Family{Kind: config.KindCelery, VisibilityTimeout: time.Hour})
 	reads := make([]redisread.KeyRead, 1)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	mustNil(t, l.reads(1796183300000).Read(ctx, rc, []string{"_kombu.binding.celery"}, reads))
-	runtime.ReadMemStats(&after)
-	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+	if n := allocatedBy(func() {
+		mustNil(t, l.reads(1796183300000).Read(ctx, rc, []string{"_kombu.binding.celery"}, reads))
+	}); n > 4<<20 {
 		t.Errorf("reading a 20 MB head allocated %d bytes", n)
 	}
 	fr, _ := reads[0].Extra.(*FrameworkRead)

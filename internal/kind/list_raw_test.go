@@ -3,7 +3,6 @@ package kind
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -50,11 +49,7 @@ func TestListRawReadsMatchGoRedis(t *testing.T) {
 	// The 16 MB head (left) read alone: allocated in part, never whole.
 	l := listReads{left: true}
 	got := make([]redisread.KeyRead, 1)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	mustNil(t, l.ReadRaw(ctx, conn, []string{"q:big"}, got))
-	runtime.ReadMemStats(&after)
-	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+	if n := allocatedBy(func() { mustNil(t, l.ReadRaw(ctx, conn, []string{"q:big"}, got)) }); n > 4<<20 {
 		t.Errorf("reading a 16 MB head allocated %d bytes", n)
 	}
 	if got[0].Status != redisread.OK || got[0].Value != 3 {
@@ -105,11 +100,7 @@ func TestClusterListKeysReadRawByNode(t *testing.T) {
 			t.Errorf("%s: raw by node %+v, go-redis %+v", keys[i], g, w)
 		}
 	}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	got = read([]string{"q:big"})
-	runtime.ReadMemStats(&after)
-	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+	if n := allocatedBy(func() { got = read([]string{"q:big"}) }); n > 4<<20 {
 		t.Errorf("reading a 16 MB head in a cluster allocated %d bytes", n)
 	}
 	if got[0].Status != redisread.OK || got[0].Value != 2 {
