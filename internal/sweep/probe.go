@@ -268,7 +268,7 @@ func (f *family) survivedFlush(ctx context.Context, run *sweepRun, nodes []topol
 	out := make(chan []redisread.KeyRead, 1)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- f.s.reader.ReadKeysFrom(ctx, f.s.topo.Router(), run.plan, st.probeKeys(), nil, out)
+		errc <- f.s.reader.ReadKeysFrom(ctx, f.s.topo.RouterFor(nodes), run.plan, st.probeKeys(), nil, out)
 		close(out)
 	}()
 	found := false

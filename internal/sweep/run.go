@@ -246,12 +246,13 @@ func (f *family) read(ctx context.Context, run *sweepRun, nodes []topology.Node)
 		}()
 	}
 	if len(run.volatile) > 0 && !run.volatilePos.Done {
-		// Keys read every sweep go through the router, which finds
-		// their node now.
+		// Keys read every sweep go through the router: in a cluster
+		// it finds their node now; through Sentinel it is the server
+		// this sweep listed.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := f.s.reader.ReadKeysFrom(sctx, f.s.topo.Router(), run.plan, run.volatile, &run.volatilePos, out); err != nil {
+			if err := f.s.reader.ReadKeysFrom(sctx, f.s.topo.RouterFor(nodes), run.plan, run.volatile, &run.volatilePos, out); err != nil {
 				errc <- fmt.Errorf("keys read every sweep: %w", err)
 				cancel()
 			}

@@ -83,6 +83,19 @@ func (t *Topology) Router() redis.Cmdable {
 	return t.single
 }
 
+// RouterFor is Router for a sweep that listed nodes: through Sentinel
+// with read_from: replica, the server those nodes name. Router gives the
+// server any sweep picked last, and each family's sweep asks the
+// Sentinels for itself: where one family's sweep moved to another
+// replica, another family's keys read every sweep went there, away from
+// the replica its SCAN pages and its identity check read.
+func (t *Topology) RouterFor(nodes []Node) redis.Cmdable {
+	if t.sentinel != nil && len(nodes) == 1 && nodes[0].C != nil {
+		return nodes[0].C
+	}
+	return t.Router()
+}
+
 // Masters returns a client that sends each key to the master that holds
 // it now, following MOVED and ASK, for the answers a replica cannot give:
 // a replica knows nothing of a migration, nor of writes it has yet to
