@@ -34,6 +34,13 @@ type outsideResult struct {
 	Phase float64 // seconds per phase
 	Alone outsidePhase
 	With  outsidePhase
+	// AloneAfter is the application alone again, once the exporter has
+	// stopped. With Alone it brackets the phase with the exporter: this
+	// machine's Redis ran the same application at 10.0% of a core in one
+	// run and 13.8% in the next (20.9% and 20.7% with the exporter), so
+	// one phase without it, set against one with it, measures the
+	// machine's drift as much as the exporter.
+	AloneAfter outsidePhase
 	// FirstRead is from the exporter's start to its first complete
 	// picture (slot_sets exposed), the application writing throughout.
 	FirstRead float64
@@ -182,7 +189,24 @@ func measureOutside(ctx context.Context, res *outsideResult, phase time.Duration
 	if _, ok, err := exp.metric("slot_sets"); err != nil || !ok {
 		return fmt.Errorf("the exporter no longer answers with slot_sets (%v): %s", err, tail(logf.Name()))
 	}
-	return nil
+
+	// The application alone again, the exporter stopped as an operator
+	// stops it (its connections, and so its change tracking, gone).
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
+	res.AloneAfter, err = outsidePhaseRun(ctx, s, app, phase, nil)
+	return err
+}
+
+// alone is the application alone, as the phase with the exporter is set
+// against: the mean of the phases before and after it (Alone alone where
+// the one after was not measured).
+func (x *outsideResult) alone() outsidePhase {
+	a, b := x.Alone, x.AloneAfter
+	if b.RedisCPU == 0 {
+		return a
+	}
+	return outsidePhase{RedisCPU: (a.RedisCPU + b.RedisCPU) / 2, P99: (a.P99 + b.P99) / 2, Written: (a.Written + b.Written) / 2}
 }
 
 // writerAlonePhase is how long the writes run alone before the exporter
