@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/heaptest"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 )
@@ -96,7 +97,7 @@ func sweepCeleryBindings(t *testing.T, rc redis.Cmdable, cases []celeryBindingCa
 	l.configure(&config.Family{Kind: config.KindCelery, VisibilityTimeout: time.Hour})
 	keys := celeryBindingKeys(cases)
 	reads := make([]redisread.KeyRead, len(keys))
-	n := allocatedBy(func() {
+	n := heaptest.Allocated(func() {
 		mustNil(t, l.reads(celeryNow).Read(context.Background(), rc, keys, reads))
 		takeShared(reads)
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/heaptest"
 	"github.com/slotexporter/slot_exporter/internal/jsonfields"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
@@ -394,7 +395,7 @@ func TestCeleryBigUnackedStreamed(t *testing.T) {
 	}
 	writeCeleryUnacked(t, rc, cases)
 	var got map[string]string
-	if n := allocatedBy(func() { got = readCeleryUnacked(t, rc) }); n > 4<<20 {
+	if n := heaptest.Allocated(func() { got = readCeleryUnacked(t, rc) }); n > 4<<20 {
 		t.Errorf("reading a 32 MB unacked message allocated %d bytes", n)
 	}
 	checkCeleryUnacked(t, cases, got)
@@ -409,7 +410,7 @@ func TestCeleryBigDeliveryTagStreamed(t *testing.T) {
 	cases := append([]celeryUnackedCase{celeryLongTagCase(32<<20, "value_too_large in unacked_index")}, celeryUnackedCases[:3]...)
 	writeCeleryUnacked(t, rc, cases)
 	var got map[string]string
-	if n := allocatedBy(func() { got = readCeleryUnacked(t, rc) }); n > 4<<20 {
+	if n := heaptest.Allocated(func() { got = readCeleryUnacked(t, rc) }); n > 4<<20 {
 		t.Errorf("reading a 32 MB delivery tag allocated %d bytes", n)
 	}
 	checkCeleryUnacked(t, cases, got)

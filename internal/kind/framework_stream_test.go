@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/config"
+	"github.com/slotexporter/slot_exporter/internal/heaptest"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/internal/resp"
@@ -52,7 +53,7 @@ func checkBigSidekiq(t *testing.T, c redis.Cmdable, ns string) {
 	fr := &FrameworkRead{}
 	var r *sidekiqRead
 	var err error
-	n := allocatedBy(func() { r, err = readSidekiq(ctx, c, sr, &key, fr, ns, nil, nil, 1796183300000, 60000) })
+	n := heaptest.Allocated(func() { r, err = readSidekiq(ctx, c, sr, &key, fr, ns, nil, nil, 1796183300000, 60000) })
 	if err != nil || key.Status != redisread.OK {
 		t.Fatal(err, key.Status)
 	}
@@ -127,7 +128,7 @@ func TestCeleryBigHeadStreamed(t *testing.T) {
 	l := &celeryLayout{heads: map[string]celeryHead{}, stream: newStreamReader()}
 	l.configure(&config.Family{Kind: config.KindCelery, VisibilityTimeout: time.Hour})
 	reads := make([]redisread.KeyRead, 1)
-	if n := allocatedBy(func() {
+	if n := heaptest.Allocated(func() {
 		mustNil(t, l.reads(1796183300000).Read(ctx, rc, []string{"_kombu.binding.celery"}, reads))
 	}); n > 4<<20 {
 		t.Errorf("reading a 20 MB head allocated %d bytes", n)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slotexporter/slot_exporter/internal/heaptest"
 	"github.com/slotexporter/slot_exporter/internal/redisread"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/internal/resp"
@@ -49,7 +50,7 @@ func TestListRawReadsMatchGoRedis(t *testing.T) {
 	// The 16 MB head (left) read alone: allocated in part, never whole.
 	l := listReads{left: true}
 	got := make([]redisread.KeyRead, 1)
-	if n := allocatedBy(func() { mustNil(t, l.ReadRaw(ctx, conn, []string{"q:big"}, got)) }); n > 4<<20 {
+	if n := heaptest.Allocated(func() { mustNil(t, l.ReadRaw(ctx, conn, []string{"q:big"}, got)) }); n > 4<<20 {
 		t.Errorf("reading a 16 MB head allocated %d bytes", n)
 	}
 	if got[0].Status != redisread.OK || got[0].Value != 3 {
@@ -100,7 +101,7 @@ func TestClusterListKeysReadRawByNode(t *testing.T) {
 			t.Errorf("%s: raw by node %+v, go-redis %+v", keys[i], g, w)
 		}
 	}
-	if n := allocatedBy(func() { got = read([]string{"q:big"}) }); n > 4<<20 {
+	if n := heaptest.Allocated(func() { got = read([]string{"q:big"}) }); n > 4<<20 {
 		t.Errorf("reading a 16 MB head in a cluster allocated %d bytes", n)
 	}
 	if got[0].Status != redisread.OK || got[0].Value != 2 {

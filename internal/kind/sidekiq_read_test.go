@@ -2,7 +2,6 @@ package kind
 
 import (
 	"context"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -74,17 +73,6 @@ func TestReadSidekiqLayout(t *testing.T) {
 	if len(bad) != 3 {
 		t.Errorf("%d bad, want 3: %q", len(bad), all)
 	}
-}
-
-// allocatedBy is what f allocated on the heap, all goroutines' allocations
-// in that time included: the bound of a streamed read is what it holds at
-// once, whatever the value's size.
-func allocatedBy(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
 }
 
 func mustNil(t *testing.T, err error) {

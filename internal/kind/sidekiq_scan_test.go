@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slotexporter/slot_exporter/internal/heaptest"
 	"github.com/slotexporter/slot_exporter/internal/jsonfields"
 )
 
@@ -175,7 +176,7 @@ func TestJSONScanHoldsLittle(t *testing.T) {
 	var ok bool
 	var j sidekiqJob
 	var werr error
-	n := allocatedBy(func() {
+	n := heaptest.Allocated(func() {
 		for off := 0; off < len(queued); off += 64 << 10 {
 			_, _ = scans.queued.Write(queued[off:min(off+64<<10, len(queued))])
 		}

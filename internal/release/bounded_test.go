@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,18 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotexporter/slot_exporter/internal/exportertest"
+	"github.com/slotexporter/slot_exporter/internal/heaptest"
 	"github.com/slotexporter/slot_exporter/internal/redistest"
 	"github.com/slotexporter/slot_exporter/internal/topology"
 )
-
-// allocated is how many bytes of heap fn allocated.
-func allocated(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // TestReadNeverHoldsABigMemberOrHead: a 20 MB slot-set member and a 20
 // MB queue head are read as they stream: the read allocates a fraction of
@@ -44,7 +35,7 @@ func TestReadNeverHoldsABigMemberOrHead(t *testing.T) {
 
 	var h *Holdings
 	var err error
-	if n := allocated(func() { h, err = Read(ctx, topo, f.family("streams"), "fat", ReadOptions{}) }); n > 4<<20 {
+	if n := heaptest.Allocated(func() { h, err = Read(ctx, topo, f.family("streams"), "fat", ReadOptions{}) }); n > 4<<20 {
 		t.Errorf("reading a set with a 20 MB member allocated %d bytes", n)
 	}
 	if err != nil || len(h.Keys) != 1 || len(h.Keys[0].Members) != 3 {
@@ -64,7 +55,7 @@ func TestReadNeverHoldsABigMemberOrHead(t *testing.T) {
 		t.Errorf("a small member: %+v", m)
 	}
 
-	if n := allocated(func() { h, err = Read(ctx, topo, f.family("mail"), "fat", ReadOptions{}) }); n > 4<<20 {
+	if n := heaptest.Allocated(func() { h, err = Read(ctx, topo, f.family("mail"), "fat", ReadOptions{}) }); n > 4<<20 {
 		t.Errorf("reading a queue with a 20 MB head allocated %d bytes", n)
 	}
 	if err != nil || len(h.Keys) != 1 {
