@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"math/rand/v2"
 	"os"
-	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,10 +24,12 @@ import (
 // on and the pace (10% of a Redis core, sampling.interval 5s) against the
 // 1M-set server while an application writes a share of the sets every
 // interval, next to the full read of every key every interval as it was
-// before (track_changes: false, no pace). For each situation, two phases of
+// before (track_changes: false, no pace). For each situation, phases of
 // equal length: the application alone, then the application and the
-// exporter. The exporter's share of Redis CPU is the difference of
-// redis-server's CPU rate between the two (from /proc); application
+// exporter, then (the change-driven situations) the application alone
+// again once the exporter has stopped. The exporter's share of Redis CPU
+// is redis-server's CPU rate with it less the mean of the rates without
+// it before and after (from /proc; changeScenario.cpuAlone); application
 // latency is a GET or SET every 1 ms on a connection of its own, p99 per
 // phase.
 
@@ -42,15 +41,22 @@ type changeScenario struct {
 	Phase    float64 `json:"phase_s"`
 	CPUAlone float64 `json:"cpu_alone"` // redis-server CPU s/s, application alone
 	CPUWith  float64 `json:"cpu_with"`  // the same with the exporter
+	// CPUAloneAfter is the application alone again, once the exporter
+	// has stopped; with CPUAlone it brackets the phase with the
+	// exporter, which is set against their mean (cpuAlone). Zero where
+	// it was not measured: the full-read row, a JSON of an older run.
+	CPUAloneAfter float64 `json:"cpu_alone_after"`
 	// The same per redis-server process: a cluster's nodes, in the
 	// order of its addresses.
-	NodesAlone []float64 `json:"nodes_alone"`
-	NodesWith  []float64 `json:"nodes_with"`
-	Writes     int       `json:"writes"`       // application writes per phase
-	KeysRead   float64   `json:"keys_read"`    // keys the exporter read in its phase
-	P99Alone   float64   `json:"p99_alone_ms"` // the application alone, same writes
-	P99With    float64   `json:"p99_with_ms"`
-	Period     float64   `json:"period_s"` // slot_exporter_sampling_period_seconds at the end
+	NodesAlone      []float64 `json:"nodes_alone"`
+	NodesWith       []float64 `json:"nodes_with"`
+	NodesAloneAfter []float64 `json:"nodes_alone_after"`
+	Writes          int       `json:"writes"`       // application writes per phase
+	KeysRead        float64   `json:"keys_read"`    // keys the exporter read in its phase
+	P99Alone        float64   `json:"p99_alone_ms"` // the application alone, same writes
+	P99With         float64   `json:"p99_with_ms"`
+	P99AloneAfter   float64   `json:"p99_alone_after_ms"` // the application alone after the exporter
+	Period          float64   `json:"period_s"`           // slot_exporter_sampling_period_seconds at the end
 	// Sweeps is how many sweeps ended in the phase; LongestGap the longest
 	// time without one (the phase's start and end count as ends).
 	Sweeps     int     `json:"sweeps"`
@@ -79,6 +85,53 @@ type changeScenario struct {
 	// Written is the application's ZADDs in the exporter's phase, as
 	// Redis counted them.
 	Written int64 `json:"written"`
+}
+
+// bracketed says whether the application ran alone after the exporter's
+// phase as well as before it. Not in the full-read row, whose exporter
+// runs last, nor in a JSON of an older run.
+func (sc *changeScenario) bracketed() bool {
+	return sc.CPUAloneAfter > 0
+}
+
+// cpuAlone is Redis's CPU under the application alone as the phase with
+// the exporter is set against: the mean of the phases before and after
+// it, or the one before where there was none after. nodesAlone and
+// p99Alone are the same of each node's CPU and of the probe's p99.
+func (sc *changeScenario) cpuAlone() float64 {
+	if !sc.bracketed() {
+		return sc.CPUAlone
+	}
+	return (sc.CPUAlone + sc.CPUAloneAfter) / 2
+}
+
+func (sc *changeScenario) nodesAlone() []float64 {
+	if !sc.bracketed() || len(sc.NodesAloneAfter) != len(sc.NodesAlone) {
+		return sc.NodesAlone
+	}
+	out := make([]float64, len(sc.NodesAlone))
+	for i := range out {
+		out[i] = (sc.NodesAlone[i] + sc.NodesAloneAfter[i]) / 2
+	}
+	return out
+}
+
+func (sc *changeScenario) p99Alone() float64 {
+	if !sc.bracketed() {
+		return sc.P99Alone
+	}
+	return (sc.P99Alone + sc.P99AloneAfter) / 2
+}
+
+// share is the exporter's share of Redis's CPU (of a core, all nodes
+// together): with it less the application alone.
+func (sc *changeScenario) share() float64 {
+	return max(sc.CPUWith-sc.cpuAlone(), 0)
+}
+
+// p99Rise is what the exporter added to the probe's p99, in ms.
+func (sc *changeScenario) p99Rise() float64 {
+	return sc.P99With - sc.p99Alone()
 }
 
 type changesResult struct {
@@ -122,148 +175,6 @@ func sweeperFor(yaml string) (*sweep.Sweeper, redis.UniversalClient, error) {
 		return nil, nil, err
 	}
 	return s, client, nil
-}
-
-// writer is the application: ZADD of a heartbeat member on random sets,
-// spread evenly over each interval, and a latency probe. run starts both
-// in a process of their own: in the exporter's process the probe measured
-// the exporter's garbage collection and scheduling rather than Redis, and
-// the writes slowed while the exporter worked, which lowered the
-// application's load in the seconds the pacer attributes to its reads and
-// so its measured cost per key. An application does not share the
-// exporter's runtime.
-type writer struct {
-	target *redisTarget
-	n      int
-	frac   float64
-	c      redis.UniversalClient // for write, in the calling process
-}
-
-// maxCatchUp is the most batches the application sends at once to make
-// up for ticks it missed.
-const maxCatchUp = 4
-
-// appResult is what the application process prints.
-type appResult struct {
-	P99    float64 `json:"p99_ms"`
-	N      int     `json:"n"`
-	Writes int     `json:"writes"`
-}
-
-// run runs the application in a child process until ctx's deadline and
-// returns the writes made and the probe's p99 latency (ms).
-func (w *writer) run(ctx context.Context) (int, float64, error) {
-	deadline, _ := ctx.Deadline()
-	exe, err := os.Executable()
-	if err != nil {
-		return 0, 0, err
-	}
-	// The child ends at the deadline by itself.
-	args := append([]string{"-role", "app", "-sets", strconv.Itoa(w.n), "-app-frac", strconv.FormatFloat(w.frac, 'g', -1, 64),
-		"-probe-ms", strconv.FormatInt(time.Until(deadline).Milliseconds(), 10)}, w.target.args()...)
-	cmd := exec.Command(exe, args...)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return 0, 0, fmt.Errorf("application: %w", err)
-	}
-	var r appResult
-	if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
-		return 0, 0, fmt.Errorf("application: %w: %q", err, out.String())
-	}
-	if r.N == 0 {
-		return 0, 0, fmt.Errorf("application: no reply from Redis to the probe")
-	}
-	return r.Writes, r.P99, nil
-}
-
-// write writes until ctx ends and returns the writes made.
-func (w *writer) write(ctx context.Context) int {
-	writes := 0
-	if w.frac <= 0 {
-		<-ctx.Done()
-		return 0
-	}
-	perInterval := int(float64(w.n) * w.frac)
-	// Batches of 100 every tick, as many ticks as it takes.
-	batches := max(perInterval/100, 1)
-	tick := changeInterval / time.Duration(batches)
-	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	start, sent := time.Now(), 0
-	for {
-		select {
-		case <-ctx.Done():
-			return writes
-		case <-t.C:
-		}
-		// The batches due by now, up to maxCatchUp at once: a ticker
-		// drops the ticks that pass while a pipeline is out, and on a
-		// cluster, where a pipeline waits on every node, a busy machine
-		// wrote two thirds of the sets it should have.
-		due := min(int(time.Since(start)/tick)-sent, maxCatchUp)
-		if due <= 0 {
-			continue
-		}
-		sent += due
-		pipe := w.c.Pipeline()
-		score := float64(time.Now().UnixMilli() + benchTiming.ttl)
-		for range due * min(100, perInterval) {
-			pipe.ZAdd(ctx, keyName(r.IntN(w.n)), redis.Z{Score: score, Member: "hb"})
-		}
-		if _, err := pipe.Exec(ctx); err == nil {
-			writes += due * min(100, perInterval)
-		}
-	}
-}
-
-// workerApp is the application's process: the writes, and a GET or SET
-// every millisecond on a connection of its own (to each node of a
-// cluster; DB 1 on a single server), for o.probeMS.
-func workerApp(o *workerOpts) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(o.probeMS)*time.Millisecond)
-	defer cancel()
-	target, err := newRedisTarget(o)
-	if err != nil {
-		return err
-	}
-	defer target.close()
-	c := target.client()
-	defer c.Close()
-	wrote := make(chan int, 1)
-	go func() { wrote <- (&writer{target: target, n: o.sets, frac: o.appFrac, c: c}).write(ctx) }()
-	probe := target.probeClient()
-	defer probe.Close()
-	var lat []float64
-	t := time.NewTicker(time.Millisecond)
-	defer t.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-ctx.Done():
-			return json.NewEncoder(os.Stdout).Encode(appResult{P99: p99(lat), N: len(lat), Writes: <-wrote})
-		case <-t.C:
-		}
-		t0 := time.Now()
-		var err error
-		if i%2 == 0 {
-			err = probe.Set(ctx, "probe:"+strconv.Itoa(i%1000), i, 0).Err()
-		} else {
-			err = probe.Get(ctx, "probe:"+strconv.Itoa((i-1)%1000)).Err()
-		}
-		if err == nil || err == redis.Nil {
-			lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
-		}
-	}
-}
-
-func p99(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[int(float64(len(s)-1)*0.99)]
 }
 
 // gaugeFigures are the gauges a full read must agree on.
@@ -310,17 +221,26 @@ func workerChanges(o *workerOpts) error {
 	for _, f := range fracs {
 		scen = append(scen, changeScenario{Name: fmt.Sprintf("default settings (track_changes on, paced to 10%% of a core), %g%% of sets written per interval", f*100), Frac: f})
 	}
+	// alonePhase runs the application alone at frac for a phase: Redis's
+	// CPU, per node too, the writes made and the probe's p99.
+	alonePhase := func(frac float64) (cpu float64, nodes []float64, writes int, p99 float64, err error) {
+		actx, cancel := context.WithTimeout(ctx, phase)
+		defer cancel()
+		c0 := target.cpu()
+		writes, p99, err = writerFor(frac).run(actx)
+		if err != nil {
+			return 0, nil, 0, 0, err
+		}
+		cpu, nodes = target.cpuRate(c0)
+		return cpu, nodes, writes, p99, nil
+	}
 	for i := range scen {
 		sc := &scen[i]
-		actx, cancel := context.WithTimeout(ctx, phase)
-		c0 := target.cpu()
 		var err error
-		sc.Writes, sc.P99Alone, err = writerFor(sc.Frac).run(actx)
-		cancel()
+		sc.CPUAlone, sc.NodesAlone, sc.Writes, sc.P99Alone, err = alonePhase(sc.Frac)
 		if err != nil {
 			return err
 		}
-		sc.CPUAlone, sc.NodesAlone = target.cpuRate(c0)
 	}
 
 	// One exporter per mode, running as the binary runs it (Start), with
@@ -390,7 +310,7 @@ func workerChanges(o *workerOpts) error {
 			sc.Heap, sc.RSS = m.HeapAlloc, m.RSS
 			// The phase as it ends, for whoever watches the run: the
 			// report comes only at the end of make bench.
-			log.Printf("%g%% written (first read %.1f s): Redis %.1f%% of a core over the application's, p99 %.2f -> %.2f ms, exporter CPU %.1f%% of a core, live heap %s, RSS %s",
+			log.Printf("%g%% written (first read %.1f s): Redis %.1f%% of a core over the application's alone before, p99 %.2f -> %.2f ms, exporter CPU %.1f%% of a core, live heap %s, RSS %s",
 				sc.Frac*100, sc.FirstRead, (sc.CPUWith-sc.CPUAlone)*100, sc.P99Alone, sc.P99With, self*100, mb(sc.Heap), mb(sc.RSS))
 			if o.heapprofile != "" && !fullRead {
 				// This phase's live heap, the sweep in flight included.
@@ -437,6 +357,21 @@ func workerChanges(o *workerOpts) error {
 	// Go runtime returns freed memory to the OS only lazily.
 	if err := runMode(false, changed); err != nil {
 		return err
+	}
+	// The application alone again at each rate, the exporter stopped
+	// (runMode's deferred Stop: its connections, and so its change
+	// tracking, gone): with the phases before, the bracket its phases are
+	// set against. Redis's CPU for the same application drifts by points
+	// of a core between windows minutes apart on a shared machine.
+	for _, i := range changed {
+		sc := &scen[i]
+		var err error
+		sc.CPUAloneAfter, sc.NodesAloneAfter, _, sc.P99AloneAfter, err = alonePhase(sc.Frac)
+		if err != nil {
+			return err
+		}
+		log.Printf("%g%% written, the application alone after the exporter: Redis %.1f%% of a core (before %.1f%%, with the exporter %.1f%%), p99 %.2f ms (before %.2f); against their mean the exporter's share %.1f%% of a core, p99 %+.2f ms",
+			sc.Frac*100, sc.CPUAloneAfter*100, sc.CPUAlone*100, sc.CPUWith*100, sc.P99AloneAfter, sc.P99Alone, sc.share()*100, sc.p99Rise())
 	}
 	if o.full {
 		if err := runMode(true, []int{0}); err != nil {

@@ -35,16 +35,17 @@ func (rep *report) changeTargets(p func(string, ...any)) {
 	var shares, p99s []string
 	readsOK := true
 	var reads []string
+	basis := ""
 	for _, sc := range ch.Scenarios {
 		if sc.Full {
 			continue
 		}
-		share := max(sc.CPUWith-sc.CPUAlone, 0)
+		basis = aloneBasis(&sc)
+		share := sc.share()
 		worstShare = max(worstShare, share)
 		shares = append(shares, fmt.Sprintf("%g%%: %.1f%%", sc.Frac*100, share*100))
-		d := sc.P99With - sc.P99Alone
-		worstP99 = max(worstP99, d)
-		p99s = append(p99s, fmt.Sprintf("%g%%: %.2f → %.2f ms", sc.Frac*100, sc.P99Alone, sc.P99With))
+		worstP99 = max(worstP99, sc.p99Rise())
+		p99s = append(p99s, fmt.Sprintf("%g%%: %.2f → %.2f ms", sc.Frac*100, sc.p99Alone(), sc.P99With))
 		if len(sc.Mismatches) > 0 {
 			exact = false
 		}
@@ -56,9 +57,9 @@ func (rep *report) changeTargets(p func(string, ...any)) {
 			readsOK = false
 		}
 	}
-	p("| exporter's share of Redis CPU at steady state <= 10%% of one core, default settings, 1M sets, by share of sets written per interval | %s | %s |\n", strings.Join(shares, "; "),
+	p("| exporter's share of Redis CPU at steady state <= 10%% of one core, default settings, 1M sets, by share of sets written per interval | with the exporter less %s: %s | %s |\n", basis, strings.Join(shares, "; "),
 		verdict(worstShare <= 0.10, fmt.Sprintf("%.1f%% at worst", worstShare*100)))
-	p("| application p99 during sweeps within +0.5 ms of the application alone (same writes, no exporter) | %s | %s |\n", strings.Join(p99s, "; "),
+	p("| application p99 during sweeps within +0.5 ms of the application alone (same writes, no exporter) | %s → with the exporter: %s | %s |\n", basis, strings.Join(p99s, "; "),
 		verdict(worstP99 <= 0.5, fmt.Sprintf("+%.2f ms at worst", worstP99)))
 	p("| numbers exact: at checkpoints every gauge equals a full read of Redis at that moment | %d figures compared, %s | %s |\n", compared,
 		map[bool]string{true: "all equal", false: "some differ (see below)"}[exact], verdict(exact, "see the change-driven table"))
@@ -95,6 +96,15 @@ func (rep *report) changeTargets(p func(string, ...any)) {
 	}
 }
 
+// aloneBasis says what sc's phase with the exporter is set against
+// (changeScenario.cpuAlone).
+func aloneBasis(sc *changeScenario) string {
+	if sc.bracketed() {
+		return "the mean of the application alone before and after"
+	}
+	return "the application alone before"
+}
+
 func (rep *report) changesN() int {
 	return slices.Max(rep.Opts.sizes)
 }
@@ -105,7 +115,7 @@ func (rep *report) changesSection(p func(string, ...any)) {
 		return
 	}
 	p("## Reading what changed: Redis CPU, keys read, application latency\n\n")
-	p("%d slot sets on a fresh server. An application writes a share of the sets every %s (`ZADD key <now + ttl> hb` on random sets, in batches of 100 spread over the interval; ticks missed while a pipeline was out are made up, up to %d batches at once) while a probe sends a GET or SET every millisecond on a connection of its own (DB 1); the application, writes and probe, is a process of its own, apart from the exporter's. Each situation has two phases of %d s: the application alone, then the application with the exporter running as the binary runs it (`Start`, sampling.interval %s). The exporter's share is redis-server's CPU rate with it minus without it (from /proc). p99 alone is the probe's in the phase without the exporter (same writes). Keys read are the PTTL calls Redis counted during the phase (one a key read) (the application only writes), sets written its ZADDs; keys read include the slow reconciliation's share of every key (each key about every full_scan_interval). A sweep reads every set written since the one before, so when the reads fall short of the sets written the sweeps take longer than the interval: the sweeps that ended in the phase and the longest gap between two say by how much, and slot_exporter_sampling_period_seconds (its value at the end of the phase is the last column of the pair) is the exporter's own account of it. After each phase the writes pause, the exporter's next sweep is compared, gauge by gauge, with a full read by a fresh exporter. The full read runs with `track_changes: false` and no pace, as every sweep did before.\n\n",
+	p("%d slot sets on a fresh server. An application writes a share of the sets every %s (`ZADD key <now + ttl> hb` on random sets, in batches of 100 spread over the interval; ticks missed while a pipeline was out are made up, up to %d batches at once) while a probe sends a GET or SET every millisecond on a connection of its own (DB 1); the application, writes and probe, is a process of its own, apart from the exporter's. Phases of %d s: the application alone at each rate in turn; then the application at each rate with the exporter running as the binary runs it (`Start`, sampling.interval %s); then, the exporter stopped, the application alone again at each rate. The exporter's share is redis-server's CPU rate with it less the mean of the application alone before and after it (from /proc), which brackets the phase with it: on this machine Redis's CPU for the same application drifts by 1-4 points of a core between windows minutes apart, so one phase without it, set against one with it, measures the drift as much as the exporter. p99 alone, before and after, is the probe's in the phases without the exporter (same writes), and the rise is set against their mean. The full-read row has no phase after (its exporter runs last) and is set against the phase before. Keys read are the PTTL calls Redis counted during the phase (one a key read) (the application only writes), sets written its ZADDs; keys read include the slow reconciliation's share of every key (each key about every full_scan_interval). A sweep reads every set written since the one before, so when the reads fall short of the sets written the sweeps take longer than the interval: the sweeps that ended in the phase and the longest gap between two say by how much, and slot_exporter_sampling_period_seconds (its value at the end of the phase is the last column of the pair) is the exporter's own account of it. After each phase the writes pause, the exporter's next sweep is compared, gauge by gauge, with a full read by a fresh exporter. The full read runs with `track_changes: false` and no pace, as every sweep did before.\n\n",
 		rep.changesN(), changeInterval, maxCatchUp, rep.Opts.phase, changeInterval)
 	changeTable(p, ch.Scenarios)
 	p("\n\nWhere the exporter's share went: Redis's own time inside each of the exporter's commands (INFO commandstats over the phase, as a share of a core, with calls per second; socket reads and writes, and sending invalidations, are not in it, which is why the total is below the share measured from /proc):\n\n")
@@ -117,12 +127,16 @@ func (rep *report) changesSection(p func(string, ...any)) {
 // changeTable is the change-driven run's table, one row a situation, and
 // the figures that differed from a full read.
 func changeTable(p func(string, ...any), scens []changeScenario) {
-	p("| situation | Redis CPU, application alone | with the exporter | exporter's share of a core | sets written per interval | keys read/s | keys read per interval | sweeps ended (longest gap) | sampling period at the end | p99 alone | p99 with the exporter | first full read | gauges compared | differing | heap | RSS |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| situation | Redis CPU, application alone before | with the exporter | application alone after | exporter's share of a core | sets written per interval | keys read/s | keys read per interval | sweeps ended (longest gap) | sampling period at the end | p99 alone before | p99 with the exporter | p99 alone after | first full read | gauges compared | differing | heap | RSS |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, sc := range scens {
-		p("| %s | %.1f%% | %.1f%% | %.1f%% | %.0f | %.0f | %.0f | %d (%s) | %s | %.2f ms | %.2f ms | %s | %d | %d | %s | %s |\n", sc.Name,
-			sc.CPUAlone*100, sc.CPUWith*100, max(sc.CPUWith-sc.CPUAlone, 0)*100, float64(sc.Written)/sc.Phase*changeInterval.Seconds(), sc.KeysRead/sc.Phase,
-			sc.KeysRead/sc.Phase*changeInterval.Seconds(), sc.Sweeps, secs(sc.LongestGap), secs(sc.Period), sc.P99Alone, sc.P99With, secs(sc.FirstRead),
+		cpuAfter, p99After := "-", "-"
+		if sc.bracketed() {
+			cpuAfter, p99After = fmt.Sprintf("%.1f%%", sc.CPUAloneAfter*100), fmt.Sprintf("%.2f ms", sc.P99AloneAfter)
+		}
+		p("| %s | %.1f%% | %.1f%% | %s | %.1f%% | %.0f | %.0f | %.0f | %d (%s) | %s | %.2f ms | %.2f ms | %s | %s | %d | %d | %s | %s |\n", sc.Name,
+			sc.CPUAlone*100, sc.CPUWith*100, cpuAfter, sc.share()*100, float64(sc.Written)/sc.Phase*changeInterval.Seconds(), sc.KeysRead/sc.Phase,
+			sc.KeysRead/sc.Phase*changeInterval.Seconds(), sc.Sweeps, secs(sc.LongestGap), secs(sc.Period), sc.P99Alone, sc.P99With, p99After, secs(sc.FirstRead),
 			sc.Compared, len(sc.Mismatches), mb(sc.Heap), mb(sc.RSS))
 	}
 	for _, sc := range scens {
