@@ -207,6 +207,7 @@ func (p *cpuPacer) update(onlyIfStandOut bool) bool {
 			p.cost += smoothing * (c - p.cost)
 		}
 		p.updates++
+		p.unmeasured = !standOut
 		if floor > 0 {
 			if standOut {
 				p.floorRatio += smoothing * (min(max((reads-p.accScan)/p.accFloor, 1), 4) - p.floorRatio)

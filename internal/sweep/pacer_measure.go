@@ -96,7 +96,7 @@ func (p *cpuPacer) tick(ctx context.Context, logger *slog.Logger, first bool) {
 		// at the rate they do (--log.level=debug).
 		logger.Debug("read pace: cost per key measured", "cost_us", round2(p.cost*1e6), "floor_us", round2(p.lastFloor*1e6), "floor_ratio", round2(p.floorRatio),
 			"application_core_percent", round2(p.baseline*100), "application_calls_held", int(p.appHeld), "application_calls_reading", int(p.appRead),
-			"application_steady", p.steadyApplication(), "invalidations_core_percent", round2(p.invShare*100),
+			"application_steady", p.steadyApplication(), "cost_measured", !p.unmeasured, "invalidations_core_percent", round2(p.invShare*100),
 			"keys_per_second", int(p.KeysPerSecond()))
 	}
 	p.holdIfDue(s.at, s.readers, first)

@@ -162,8 +162,9 @@ func TestPacerFloorBeforeItCanLearn(t *testing.T) {
 // hundreds of keys, with no socket work a key to double: a key whose
 // ZSCAN and PTTL take 2 µs and its share of SCAN 1.5 costs Redis 5.5 in
 // all, and the floor of twice the first and once the second gives the
-// reads their share. Doubled with the rest, the floor was 7 µs and the
-// reads took 0.079 of a core.
+// reads the share less the margin kept where the cost cannot be measured
+// (unmeasuredMargin). Doubled with the rest, the floor was 7 µs and the
+// reads took 0.079 of a core without that margin, 0.066 with it.
 func TestPacerFloorCountsScanOnce(t *testing.T) {
 	const keyCmds, scan = 2e-6, 1.5e-6
 	p := newCPUPacer(0.1)
@@ -174,8 +175,8 @@ func TestPacerFloorCountsScanOnce(t *testing.T) {
 		return 0.1
 	})
 	t.Logf("share %.3f, cost %.2f µs, floor %.2f µs", share, p.cost*1e6, p.lastFloor*1e6)
-	if share < 0.095 || share > 0.105 {
-		t.Errorf("a first read under a busy application took %.3f of a core; its share is 0.1", share)
+	if want := 0.1 * (1 - unmeasuredMargin); share < 0.95*want || share > 1.05*want {
+		t.Errorf("a first read under a busy application took %.3f of a core; its share less the margin is %.3f", share, want)
 	}
 }
 
@@ -191,7 +192,8 @@ func TestPacerFloorCountsScanOnce(t *testing.T) {
 // much more CPU) makes the reads look a tenth cheaper than they are:
 // learned from that, the ratio was 1.35 and the reads took 0.108 of a
 // core. Its rate of commands gives it away, and the reads keep under
-// their share.
+// their share: priced by the floor's prior (5 µs), less the margin kept
+// while the cost cannot be measured, 0.067.
 func TestPacerLearnsUnderASteadyApplication(t *testing.T) {
 	const keyCmds, scan, cost = 2e-6, 1e-6, 4e-6
 	keyCost := func(float64) float64 { return cost }
@@ -202,7 +204,7 @@ func TestPacerLearnsUnderASteadyApplication(t *testing.T) {
 		low, high float64 // share
 	}{
 		{"steady", 0.03, 0, 0.095, 0.105},
-		{"catching up", 0.02, 0.5, 0.07, 0.102},
+		{"catching up", 0.02, 0.5, 0.06, 0.102},
 	} {
 		p := newCPUPacer(0.1)
 		base := func(_ int, held bool) float64 {
@@ -250,7 +252,9 @@ func TestPacerFloorReplacesThePrior(t *testing.T) {
 func TestPacerKeepsItsShareAcrossHolds(t *testing.T) {
 	p := newCPUPacer(0.1)
 	const cost = 6e-6
-	_, share := drive(p, 120, cost, 0, func(int, bool) float64 { return 0.05 })
+	// An application of 2% of a core: the reads stand out of it, and
+	// their cost is measured (no margin, unmeasuredMargin).
+	_, share := drive(p, 120, cost, 0, func(int, bool) float64 { return 0.02 })
 	if share < 0.098 || share > 0.102 {
 		t.Errorf("reading without pause, the exporter took %.4f of a core over a minute; its share is 0.1", share)
 	}
@@ -258,7 +262,7 @@ func TestPacerKeepsItsShareAcrossHolds(t *testing.T) {
 	// hold to make up for.
 	p.mu.Lock()
 	for range 2 {
-		p.observe(cpuSample{cpu: p.last.cpu + 0.05, at: p.last.at.Add(time.Second), keys: p.last.keys})
+		p.observe(cpuSample{cpu: p.last.cpu + 0.02, at: p.last.at.Add(time.Second), keys: p.last.keys})
 	}
 	got := p.KeysPerSecond()
 	p.mu.Unlock()
@@ -545,5 +549,37 @@ func TestPacerKeepsItsShareAsTheCostRises(t *testing.T) {
 				t.Errorf("%s, seed %d: the exporter took %.4f of a core over a minute; its share is 0.1", tc.name, seed, share)
 			}
 		}
+	}
+}
+
+// TestPacerKeepsAMarginWhereItCannotMeasure: under an application too
+// busy for the reads to stand out of, the pace aims a margin under the
+// share (unmeasuredMargin), since its cost a key is then a bound or a
+// blurred reading; once the application quietens and the reads' cost is
+// measured, it aims at the share again. Here the floor is the truth (a
+// key costs twice its commands), so what the reads take is the aim.
+func TestPacerKeepsAMarginWhereItCannotMeasure(t *testing.T) {
+	const cost, cmdCost = 6e-6, 3e-6
+	busy := func(int, bool) float64 { return 0.15 }
+	p := newCPUPacer(0.1)
+	_, share := drive(p, 180, cost, cmdCost, busy)
+	want := 0.1 * (1 - unmeasuredMargin)
+	t.Logf("busy: share %.4f, cost %.2f µs, unmeasured %v", share, p.cost*1e6, p.unmeasured)
+	// At most 0.09: `make bench` saw the reads cost up to 1.14 times
+	// what the pace priced them at under such an application.
+	if share < 0.97*want || share > min(1.03*want, 0.09) {
+		t.Errorf("under a busy application the reads took %.4f of a core; aimed a margin under the share, %.4f, and at most 0.09", share, want)
+	}
+
+	p = newCPUPacer(0.1)
+	_, share = drive(p, 240, cost, cmdCost, func(sec int, held bool) float64 {
+		if sec < 120 {
+			return busy(sec, held)
+		}
+		return 0.01
+	})
+	t.Logf("quietened: share %.4f, cost %.2f µs, unmeasured %v", share, p.cost*1e6, p.unmeasured)
+	if share < 0.097 || share > 0.103 {
+		t.Errorf("once the application quietened the reads took %.4f of a core; their share is 0.1", share)
 	}
 }
