@@ -203,13 +203,11 @@ func workerChanges(o *workerOpts) error {
 		fracs = append(fracs, v)
 	}
 	phase := time.Duration(o.phase) * time.Second
-	target, err := newRedisTarget(o)
+	target, c, done, err := openApplication(o)
 	if err != nil {
 		return err
 	}
-	defer target.close()
-	c := target.client()
-	defer c.Close()
+	defer done()
 	writerFor := func(f float64) *writer { return &writer{target: target, n: o.sets, frac: f, c: c} }
 
 	// The application alone, at each rate, before any exporter runs.

@@ -119,13 +119,11 @@ func (w *writer) write(ctx context.Context) int {
 func workerApp(o *workerOpts) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(o.probeMS)*time.Millisecond)
 	defer cancel()
-	target, err := newRedisTarget(o)
+	target, c, done, err := openApplication(o)
 	if err != nil {
 		return err
 	}
-	defer target.close()
-	c := target.client()
-	defer c.Close()
+	defer done()
 	wrote := make(chan int, 1)
 	go func() { wrote <- (&writer{target: target, n: o.sets, frac: o.appFrac, c: c}).write(ctx) }()
 	probe := target.probeClient()

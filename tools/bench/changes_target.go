@@ -84,6 +84,17 @@ func (t *redisTarget) redisBlock() []string {
 	return lines
 }
 
+// openApplication is the Redis the application writes to and its client;
+// done closes both.
+func openApplication(o *workerOpts) (*redisTarget, redis.UniversalClient, func(), error) {
+	target, err := newRedisTarget(o)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c := target.client()
+	return target, c, func() { _ = c.Close(); target.close() }, nil
+}
+
 // client is the application's: a cluster client sends each write to the
 // key's node.
 func (t *redisTarget) client() redis.UniversalClient {
