@@ -99,10 +99,7 @@ func (sc *changeScenario) bracketed() bool {
 // it, or the one before where there was none after. nodesAlone and
 // p99Alone are the same of each node's CPU and of the probe's p99.
 func (sc *changeScenario) cpuAlone() float64 {
-	if !sc.bracketed() {
-		return sc.CPUAlone
-	}
-	return (sc.CPUAlone + sc.CPUAloneAfter) / 2
+	return bracketMean(sc.CPUAlone, sc.CPUAloneAfter, sc.bracketed())
 }
 
 func (sc *changeScenario) nodesAlone() []float64 {
@@ -111,16 +108,24 @@ func (sc *changeScenario) nodesAlone() []float64 {
 	}
 	out := make([]float64, len(sc.NodesAlone))
 	for i := range out {
-		out[i] = (sc.NodesAlone[i] + sc.NodesAloneAfter[i]) / 2
+		out[i] = bracketMean(sc.NodesAlone[i], sc.NodesAloneAfter[i], true)
 	}
 	return out
 }
 
 func (sc *changeScenario) p99Alone() float64 {
-	if !sc.bracketed() {
-		return sc.P99Alone
+	return bracketMean(sc.P99Alone, sc.P99AloneAfter, sc.bracketed())
+}
+
+// bracketMean is what a phase with the exporter is set against: the mean
+// of the application alone before and after it, or the phase before where
+// none after was measured. The change-driven phases and the outside
+// measurement both judge by it.
+func bracketMean(before, after float64, measuredAfter bool) float64 {
+	if !measuredAfter {
+		return before
 	}
-	return (sc.P99Alone + sc.P99AloneAfter) / 2
+	return (before + after) / 2
 }
 
 // share is the exporter's share of Redis's CPU (of a core, all nodes

@@ -206,7 +206,7 @@ func (x *outsideResult) alone() outsidePhase {
 	if b.RedisCPU == 0 {
 		return a
 	}
-	return outsidePhase{RedisCPU: (a.RedisCPU + b.RedisCPU) / 2, P99: (a.P99 + b.P99) / 2, Written: (a.Written + b.Written) / 2}
+	return outsidePhase{RedisCPU: bracketMean(a.RedisCPU, b.RedisCPU, true), P99: bracketMean(a.P99, b.P99, true), Written: (a.Written + b.Written) / 2}
 }
 
 // writerAlonePhase is how long the writes run alone before the exporter
